@@ -1,0 +1,87 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Release builds of the core are compiled with -Ounchecked: its hot loops index
+// precomputed filter banks whose bounds are checked once when the bank is built.
+let coreSettings: [SwiftSetting] = [
+    .unsafeFlags(["-Ounchecked", "-wmo"], .when(configuration: .release)),
+]
+
+let package = Package(
+    name: "upscale",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "upscale", targets: ["upscale"]),
+        .executable(name: "upscale-bench", targets: ["upscale-bench"]),
+        .library(name: "UpscaleCore", targets: ["UpscaleCore"]),
+        .library(name: "UpscaleMedia", targets: ["UpscaleMedia"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/console-kit.git", from: "4.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CFFmpeg",
+            pkgConfig: "libavformat libavcodec libswscale libswresample libavutil",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev"])]
+        ),
+        .systemLibrary(
+            name: "CVips",
+            pkgConfig: "vips",
+            providers: [.apt(["libvips-dev"])]
+        ),
+        .target(
+            name: "UpscaleCore",
+            swiftSettings: coreSettings
+        ),
+        .target(
+            name: "UpscaleMedia",
+            dependencies: [
+                "CFFmpeg", "UpscaleCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .target(
+            name: "UpscaleImages",
+            dependencies: ["CVips", "UpscaleCore"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "upscale",
+            dependencies: [
+                "UpscaleMedia",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ConsoleKitTerminal", package: "console-kit"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "upscale-bench",
+            dependencies: [
+                "UpscaleCore", "UpscaleMedia", "UpscaleImages",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/upscale-bench",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "UpscaleCoreTests",
+            dependencies: ["UpscaleCore", "UpscaleImages"],
+            resources: []
+        ),
+        .testTarget(
+            name: "UpscaleMediaTests",
+            dependencies: ["UpscaleMedia", "UpscaleCore"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "UpscaleCLITests",
+            dependencies: ["UpscaleMedia", "UpscaleCore"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+    ]
+)

@@ -1,0 +1,29 @@
+// libvips' public calls are variadic (NULL-terminated option lists); Swift cannot
+// call C variadics, so each call the project needs gets a fixed-argument wrapper.
+#ifndef UPSCALE_CVIPS_SHIM_H
+#define UPSCALE_CVIPS_SHIM_H
+
+#include <vips/vips.h>
+
+static inline int upscale_vips_init(const char *argv0) { return VIPS_INIT(argv0); }
+
+/// Loads an image from a file; sequential access is enough for a single read-through.
+static inline VipsImage *upscale_vips_load(const char *path) {
+    return vips_image_new_from_file(path, "access", VIPS_ACCESS_SEQUENTIAL, NULL);
+}
+
+static inline int upscale_vips_autorot(VipsImage *in, VipsImage **out) { return vips_autorot(in, out, NULL); }
+static inline int upscale_vips_colourspace(VipsImage *in, VipsImage **out, VipsInterpretation space) {
+    return vips_colourspace(in, out, space, NULL);
+}
+static inline int upscale_vips_cast_uchar(VipsImage *in, VipsImage **out) { return vips_cast(in, out, VIPS_FORMAT_UCHAR, NULL); }
+static inline int upscale_vips_extract_band(VipsImage *in, VipsImage **out, int band) {
+    return vips_extract_band(in, out, band, NULL);
+}
+static inline int upscale_vips_resize_lanczos3(VipsImage *in, VipsImage **out, double scale) {
+    return vips_resize(in, out, scale, "kernel", VIPS_KERNEL_LANCZOS3, NULL);
+}
+static inline int upscale_vips_pngsave(VipsImage *in, const char *path) { return vips_pngsave(in, path, NULL); }
+static inline void upscale_vips_unref(VipsImage *image) { g_object_unref(image); }
+
+#endif

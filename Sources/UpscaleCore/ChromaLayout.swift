@@ -1,0 +1,67 @@
+/// How a frame's planes relate to its luma size, and where chroma samples sit.
+public enum ChromaLayout: Sendable, Equatable {
+    /// 4:2:0 with MPEG-2/H.264 siting: chroma co-sited with even luma columns
+    /// (left) and centred between luma rows.
+    case yuv420
+    /// 4:2:2, chroma co-sited with even luma columns.
+    case yuv422
+    case yuv444
+    case gray
+
+    public var planeCount: Int { self == .gray ? 1 : 3 }
+
+    /// Horizontal and vertical subsampling of plane `index` (1 or 2).
+    public func subsampling(plane index: Int) -> (x: Int, y: Int) {
+        guard index > 0 else { return (1, 1) }
+        switch self {
+        case .yuv420: return (2, 2)
+        case .yuv422: return (2, 1)
+        case .yuv444, .gray: return (1, 1)
+        }
+    }
+
+    /// Position of chroma sample 0 in luma sample units along each axis.
+    public func siting(plane index: Int) -> (x: Double, y: Double) {
+        guard index > 0 else { return (0, 0) }
+        switch self {
+        case .yuv420: return (0, 0.5)
+        case .yuv422, .yuv444, .gray: return (0, 0)
+        }
+    }
+
+    /// Size of plane `index` for a frame of `width` x `height` luma samples.
+    public func planeSize(plane index: Int, width: Int, height: Int) -> (width: Int, height: Int) {
+        let s = subsampling(plane: index)
+        return ((width + s.x - 1) / s.x, (height + s.y - 1) / s.y)
+    }
+}
+
+/// A picture as planes: luma first, then Cb and Cr when the layout has them.
+public struct Frame: Sendable {
+    public let width: Int
+    public let height: Int
+    public let layout: ChromaLayout
+    public let planes: [Plane]
+
+    public init(width: Int, height: Int, layout: ChromaLayout) {
+        self.width = width
+        self.height = height
+        self.layout = layout
+        planes = (0..<layout.planeCount).map { index in
+            let size = layout.planeSize(plane: index, width: width, height: height)
+            return Plane(width: size.width, height: size.height)
+        }
+    }
+
+    public init(width: Int, height: Int, layout: ChromaLayout, planes: [Plane]) {
+        precondition(planes.count == layout.planeCount, "plane count does not match layout")
+        for (index, plane) in planes.enumerated() {
+            let size = layout.planeSize(plane: index, width: width, height: height)
+            precondition(plane.width == size.width && plane.height == size.height, "plane \(index) has the wrong size")
+        }
+        self.width = width
+        self.height = height
+        self.layout = layout
+        self.planes = planes
+    }
+}

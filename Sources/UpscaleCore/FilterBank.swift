@@ -1,0 +1,122 @@
+/// Where the samples of one axis sit, for mapping output positions to input positions.
+///
+/// Positions are measured in luma samples. Luma sample `i` sits at `i`; a subsampled
+/// chroma sample `j` sits at `subsampling * j + siting` (siting 0 = co-sited with
+/// luma, MPEG-2 "left"; 0.5 = centred between two luma samples).
+public struct SampleGrid: Sendable, Equatable {
+    public var lumaInput: Int
+    public var lumaOutput: Int
+    public var subsampling: Int
+    public var siting: Double
+
+    public init(lumaInput: Int, lumaOutput: Int, subsampling: Int = 1, siting: Double = 0) {
+        self.lumaInput = lumaInput
+        self.lumaOutput = lumaOutput
+        self.subsampling = subsampling
+        self.siting = siting
+    }
+
+    public var inputSize: Int { (lumaInput + subsampling - 1) / subsampling }
+    public var outputSize: Int { (lumaOutput + subsampling - 1) / subsampling }
+
+    /// Input sample ratio per output sample (> 1 when downscaling).
+    public var ratio: Double { Double(lumaInput) / Double(lumaOutput) }
+
+    /// Centre-aligned mapping: output luma x sits over input luma (x + 0.5)·in/out − 0.5.
+    public func inputPosition(ofOutput index: Int) -> Double {
+        let outLuma = Double(subsampling * index) + siting
+        let inLuma = (outLuma + 0.5) * ratio - 0.5
+        return (inLuma - siting) / Double(subsampling)
+    }
+}
+
+/// Precomputed taps for resampling one axis: for every output sample, the first
+/// input index and `taps` fixed-point weights (Q14, summing to exactly 16384).
+///
+/// Edges are clamped: weights that fall outside the input are folded onto the
+/// nearest edge sample, so every window lies inside `0..<inputSize`.
+public struct FilterBank: Sendable {
+    public static let fractionBits = 14
+    public static let one = 1 << fractionBits
+
+    public let inputSize: Int
+    public let outputSize: Int
+    public let taps: Int
+    public let starts: [Int32]
+    /// `outputSize * taps` weights, output-major.
+    public let coefficients: [Int16]
+
+    public init(grid: SampleGrid, kernel: Kernel) {
+        let inputSize = grid.inputSize
+        let outputSize = grid.outputSize
+        // Downscaling stretches the kernel over the input so it also low-passes.
+        let stretch = max(1.0, grid.ratio)
+        let support = kernel.radius * stretch
+
+        var windows: [(first: Int, weights: [Double])] = []
+        windows.reserveCapacity(outputSize)
+        var taps = 1
+        for index in 0..<outputSize {
+            let centre = grid.inputPosition(ofOutput: index)
+            let lo = Int((centre - support).rounded(.up))
+            let hi = Int((centre + support).rounded(.down))
+            var folded = [Int: Double]()
+            var total = 0.0
+            for j in lo...max(lo, hi) {
+                let w = kernel.weight((Double(j) - centre) / stretch)
+                if w == 0 { continue }
+                folded[min(max(j, 0), inputSize - 1), default: 0] += w
+                total += w
+            }
+            if folded.isEmpty || total == 0 {
+                let nearest = min(max(Int(centre.rounded()), 0), inputSize - 1)
+                folded = [nearest: 1]
+                total = 1
+            }
+            let first = folded.keys.min()!
+            let last = folded.keys.max()!
+            var weights = [Double](repeating: 0, count: last - first + 1)
+            for (j, w) in folded { weights[j - first] = w / total }
+            taps = max(taps, weights.count)
+            windows.append((first, weights))
+        }
+
+        var starts = [Int32](repeating: 0, count: outputSize)
+        var coefficients = [Int16](repeating: 0, count: outputSize * taps)
+        for (index, window) in windows.enumerated() {
+            // Slide the window left where it would run past the end; the extra taps are zero.
+            let start = min(window.first, inputSize - taps)
+            starts[index] = Int32(start)
+            let q = FilterBank.quantize(window.weights)
+            for (k, value) in q.enumerated() {
+                coefficients[index * taps + (window.first - start) + k] = value
+            }
+        }
+        self.inputSize = inputSize
+        self.outputSize = outputSize
+        self.taps = taps
+        self.starts = starts
+        self.coefficients = coefficients
+    }
+
+    /// Rounds normalized weights to Q14 so that they sum to exactly `one`
+    /// (constants stay constant); the rounding residue goes to the largest weight.
+    static func quantize(_ weights: [Double]) -> [Int16] {
+        var q = weights.map { Int(($0 * Double(one)).rounded()) }
+        let residue = one - q.reduce(0, +)
+        if residue != 0, let largest = weights.indices.max(by: { weights[$0] < weights[$1] }) {
+            q[largest] += residue
+        }
+        return q.map { Int16($0) }
+    }
+
+    /// The input rows (or columns) that outputs `range` read.
+    public func inputSpan(of range: Range<Int>) -> Range<Int> {
+        var lo = Int.max, hi = Int.min
+        for index in range {
+            lo = min(lo, Int(starts[index]))
+            hi = max(hi, Int(starts[index]) + taps)
+        }
+        return lo..<hi
+    }
+}

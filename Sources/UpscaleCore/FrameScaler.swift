@@ -1,0 +1,74 @@
+/// Scales whole frames plane by plane, all bands of all planes on one scheduler.
+///
+/// Build one per input/output size and reuse it for every frame: filter banks and
+/// per-worker scratch are made once here.
+public final class FrameScaler: @unchecked Sendable {
+    public let inputWidth: Int
+    public let inputHeight: Int
+    public let outputWidth: Int
+    public let outputHeight: Int
+    public let layout: ChromaLayout
+    public let kernel: Kernel
+    public let scheduler: TileScheduler
+    let resamplers: [PlaneResampler]
+    let tasks: [(plane: Int, band: Int)]
+    let scratch: [UnsafeMutablePointer<Int16>]
+
+    public init(
+        input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
+        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 32
+    ) {
+        inputWidth = input.width
+        inputHeight = input.height
+        outputWidth = output.width
+        outputHeight = output.height
+        self.layout = layout
+        self.kernel = kernel
+        scheduler = TileScheduler(threads: threads)
+        var resamplers: [PlaneResampler] = []
+        for plane in 0..<layout.planeCount {
+            let sub = layout.subsampling(plane: plane)
+            let site = layout.siting(plane: plane)
+            let h = FilterBank(
+                grid: SampleGrid(lumaInput: input.width, lumaOutput: output.width, subsampling: sub.x, siting: site.x),
+                kernel: kernel)
+            let v = FilterBank(
+                grid: SampleGrid(lumaInput: input.height, lumaOutput: output.height, subsampling: sub.y, siting: site.y),
+                kernel: kernel)
+            resamplers.append(PlaneResampler(horizontal: h, vertical: v, bandHeight: bandHeight))
+        }
+        self.resamplers = resamplers
+        tasks = resamplers.enumerated().flatMap { plane, r in (0..<r.bandCount).map { (plane, $0) } }
+        let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
+        scratch = (0..<scheduler.threads).map { _ in
+            let p = UnsafeMutablePointer<Int16>.allocate(capacity: max(scratchCount, 1))
+            p.initialize(repeating: 0, count: max(scratchCount, 1))
+            return p
+        }
+    }
+
+    deinit { scratch.forEach { $0.deallocate() } }
+
+    public func makeOutputFrame() -> Frame {
+        Frame(width: outputWidth, height: outputHeight, layout: layout)
+    }
+
+    /// Scales `source` into `destination`. Not reentrant: one call at a time per scaler.
+    public func scale(_ source: Frame, into destination: Frame) {
+        precondition(source.width == inputWidth && source.height == inputHeight && source.layout == layout,
+                     "source frame does not match the scaler")
+        precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
+                     "destination frame does not match the scaler")
+        scheduler.run(tasks: tasks.count) { task, worker in
+            let (plane, band) = tasks[task]
+            resamplers[plane].resample(
+                band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
+        }
+    }
+
+    public func scale(_ source: Frame) -> Frame {
+        let out = makeOutputFrame()
+        scale(source, into: out)
+        return out
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import UpscaleCore
+
+/// What the user asked for, before it is checked against the input.
+public struct UpscaleOptions: Sendable {
+    public var width: Int?
+    public var height: Int?
+    public var scale: Double?
+    /// A file path, or a folder (required to be a folder when there are several inputs).
+    public var output: String?
+    public var encoder: EncoderSettings
+    public var kernel: Kernel
+    /// Threads for the upscaler core; nil = all cores.
+    public var threads: Int?
+    public var overwrite: Bool
+
+    public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
+                encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
+                threads: Int? = nil, overwrite: Bool = false) {
+        self.width = width
+        self.height = height
+        self.scale = scale
+        self.output = output
+        self.encoder = encoder
+        self.kernel = kernel
+        self.threads = threads
+        self.overwrite = overwrite
+    }
+}
+
+/// A fully resolved job: every path and size decided, every check passed.
+public struct Job: Sendable {
+    public let input: String
+    public let output: String
+    public let width: Int
+    public let height: Int
+    public let muxer: String
+    public let encoder: EncoderSettings
+    public let kernel: Kernel
+    public let threads: Int
+    public let overwrite: Bool
+    /// Things the user should know (a changed container, rounded sizes).
+    public let notices: [String]
+}
+
+public enum OutputSize {
+    public static let minimum = 16
+    public static let maximum = 16384
+
+    /// The output size for a picture displayed at `display` (stored size with the sample
+    /// aspect applied). Only width or only height keeps the display aspect ratio; scale
+    /// multiplies both; nothing means 2x. Sizes are rounded to even for 4:2:0.
+    public static func resolve(display: (width: Double, height: Double), width: Int?, height: Int?, scale: Double?) throws
+        -> (width: Int, height: Int, rounded: Bool)
+    {
+        if scale != nil && (width != nil || height != nil) {
+            throw UpscaleError(.usage, "give either --scale or --width/--height, not both")
+        }
+        let aspect = display.width / display.height
+        var w: Double, h: Double
+        switch (width, height) {
+        case let (w0?, h0?): (w, h) = (Double(w0), Double(h0))
+        case let (w0?, nil): (w, h) = (Double(w0), Double(w0) / aspect)
+        case let (nil, h0?): (w, h) = (Double(h0) * aspect, Double(h0))
+        case (nil, nil):
+            let s = scale ?? 2
+            guard s > 0, s.isFinite else { throw UpscaleError(.usage, "--scale must be a positive number") }
+            (w, h) = (display.width * s, display.height * s)
+        }
+        let even = { (v: Double) in max(2, Int((v / 2).rounded()) * 2) }
+        let ew = even(w), eh = even(h)
+        let rounded = (width.map { $0 != ew } ?? false) || (height.map { $0 != eh } ?? false)
+        for (name, value) in [("width", ew), ("height", eh)] where value < minimum || value > maximum {
+            throw UpscaleError(.usage, "output \(name) \(value) is outside \(minimum)...\(maximum); choose another size")
+        }
+        return (ew, eh, rounded)
+    }
+}
+
+public enum JobPlanner {
+    /// Containers kept as they are; any other input container becomes .mov.
+    static let keptContainers: Set<String> = ["mov", "mp4", "m4v", "mkv"]
+
+    /// The default output name: "<name> Upscaled.<ext>".
+    public static func outputName(for input: String, extension ext: String) -> String {
+        let base = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
+        return "\(base) Upscaled.\(ext)"
+    }
+
+    public static func plan(input: String, options: UpscaleOptions, multipleInputs: Bool = false) throws -> Job {
+        let info = try MediaProbe.info(input)
+        guard let display = info.displaySize, info.video != nil else {
+            throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
+        }
+        var notices: [String] = []
+        let size = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
+        if size.rounded { notices.append("output size rounded to \(size.width)x\(size.height) (4:2:0 needs even sizes)") }
+        let codec = options.encoder.codec
+        guard codec.accepts(width: size.width, height: size.height) else {
+            throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(codec.rawValue) can encode (HEVC: 8192x4320); use --codec prores for larger output")
+        }
+
+        let inputExt = URL(fileURLWithPath: input).pathExtension.lowercased()
+        var output: String
+        var ext: String
+        let outputIsFolder = options.output.map { isDirectory($0) || multipleInputs || $0.hasSuffix("/") } ?? false
+        if let given = options.output, !outputIsFolder {
+            output = given
+            ext = URL(fileURLWithPath: given).pathExtension.lowercased()
+            guard codec.containers.contains(ext) else {
+                throw UpscaleError(.usage, "'\(given)': \(codec.rawValue) cannot be written to a .\(ext) file; use \(codec.containers.map { "." + $0 }.joined(separator: ", "))")
+            }
+        } else {
+            if codec.containers.contains(inputExt) && keptContainers.contains(inputExt) {
+                ext = inputExt
+            } else {
+                ext = codec.containers[0]
+                if !inputExt.isEmpty && ext != inputExt {
+                    notices.append(keptContainers.contains(inputExt)
+                        ? "\(codec.rawValue) cannot go in .\(inputExt); writing .\(ext)"
+                        : ".\(inputExt) cannot hold \(codec.rawValue); writing .\(ext)")
+                }
+            }
+            let folder = options.output ?? URL(fileURLWithPath: input).deletingLastPathComponent().path
+            if multipleInputs, let given = options.output, !isDirectory(given) {
+                throw UpscaleError(.usage, "--output '\(given)' must be an existing folder when upscaling several files")
+            }
+            output = URL(fileURLWithPath: folder).appendingPathComponent(outputName(for: input, extension: ext)).path
+        }
+
+        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        guard isDirectory(folder) else {
+            throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
+        }
+        if URL(fileURLWithPath: output).standardizedFileURL.path == URL(fileURLWithPath: input).standardizedFileURL.path {
+            throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
+        }
+        if FileManager.default.fileExists(atPath: output) && !options.overwrite {
+            throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
+        }
+        if isDirectory(output) {
+            throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
+        }
+        let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
+        guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
+        return Job(input: input, output: output, width: size.width, height: size.height,
+                   muxer: muxerName(forExtension: ext)!, encoder: options.encoder, kernel: options.kernel,
+                   threads: threads, overwrite: options.overwrite, notices: notices)
+    }
+
+    private static func isDirectory(_ path: String) -> Bool {
+        var flag: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &flag) && flag.boolValue
+    }
+}

@@ -1,0 +1,156 @@
+import CFFmpeg
+import Foundation
+
+public enum StreamKind: String, Sendable {
+    case video, audio, subtitle, data, attachment, unknown
+}
+
+/// What one stream of a file holds, as FFmpeg reports it.
+public struct StreamInfo: Sendable {
+    public let index: Int
+    public let kind: StreamKind
+    public let codec: String
+    /// The codec tag as four characters (for example "hvc1"), empty when none.
+    public let codecTag: String
+    public let width: Int
+    public let height: Int
+    public let pixelFormat: String?
+    public let sampleAspect: (num: Int, den: Int)
+    public let timeBase: (num: Int, den: Int)
+    public let frameRate: Double
+    public let frameCount: Int
+    public let sampleRate: Int
+    public let channels: Int
+    public let language: String?
+    public let isAttachedPicture: Bool
+    public let colorRange: String
+    public let colorPrimaries: String
+    public let colorTransfer: String
+    public let colorSpace: String
+}
+
+/// A whole file's streams and duration.
+public struct MediaInfo: Sendable {
+    public let path: String
+    public let formatName: String
+    public let duration: Double
+    public let streams: [StreamInfo]
+    public let videoStreamIndex: Int?
+
+    public var video: StreamInfo? { videoStreamIndex.map { streams[$0] } }
+
+    /// The picture size a player shows: stored size with the sample aspect ratio applied.
+    public var displaySize: (width: Double, height: Double)? {
+        guard let v = video else { return nil }
+        let sar = v.sampleAspect.num > 0 && v.sampleAspect.den > 0
+            ? Double(v.sampleAspect.num) / Double(v.sampleAspect.den) : 1
+        return (Double(v.width) * sar, Double(v.height))
+    }
+}
+
+/// One demuxed packet, summarized; the checksum is FNV-1a over its payload.
+public struct PacketRecord: Sendable, Equatable {
+    public let pts: Int64?
+    public let dts: Int64?
+    public let duration: Int64
+    public let size: Int
+    public let checksum: UInt64
+    public let isKeyframe: Bool
+}
+
+public enum MediaProbe {
+    public static func info(_ path: String) throws -> MediaInfo {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        var streams: [StreamInfo] = []
+        for i in 0..<input.streamCount {
+            let s = input.stream(i)
+            let par = s.pointee.codecpar.pointee
+            let kind: StreamKind
+            switch par.codec_type {
+            case AVMEDIA_TYPE_VIDEO: kind = .video
+            case AVMEDIA_TYPE_AUDIO: kind = .audio
+            case AVMEDIA_TYPE_SUBTITLE: kind = .subtitle
+            case AVMEDIA_TYPE_DATA: kind = .data
+            case AVMEDIA_TYPE_ATTACHMENT: kind = .attachment
+            default: kind = .unknown
+            }
+            let sar = av_guess_sample_aspect_ratio(input.context, s, nil)
+            let rate = av_guess_frame_rate(input.context, s, nil)
+            var language: String?
+            if let entry = av_dict_get(s.pointee.metadata, "language", nil, 0) {
+                language = String(cString: entry.pointee.value)
+            }
+            streams.append(StreamInfo(
+                index: i, kind: kind,
+                codec: String(cString: avcodec_get_name(par.codec_id)),
+                codecTag: fourCC(par.codec_tag),
+                width: Int(par.width), height: Int(par.height),
+                pixelFormat: kind == .video ? pixelFormatName(AVPixelFormat(rawValue: par.format)) : nil,
+                sampleAspect: (Int(sar.num), Int(sar.den)),
+                timeBase: (Int(s.pointee.time_base.num), Int(s.pointee.time_base.den)),
+                frameRate: rate.double,
+                frameCount: Int(s.pointee.nb_frames),
+                sampleRate: Int(par.sample_rate),
+                channels: Int(par.ch_layout.nb_channels),
+                language: language,
+                isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
+                colorRange: cName(av_color_range_name(par.color_range)),
+                colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),
+                colorTransfer: cName(av_color_transfer_name(par.color_trc)),
+                colorSpace: cName(av_color_space_name(par.color_space))))
+        }
+        let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
+        return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
+                         videoStreamIndex: try? input.videoStreamIndex())
+    }
+
+    /// Every packet of stream `index`, in file order.
+    public static func packets(_ path: String, stream index: Int) throws -> [PacketRecord] {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        var records: [PacketRecord] = []
+        while try input.read(into: packet!) {
+            let p = packet!.pointee
+            if Int(p.stream_index) == index {
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                if let data = p.data {
+                    for i in 0..<Int(p.size) { hash = (hash ^ UInt64(data[i])) &* 0x100_0000_01b3 }
+                }
+                records.append(PacketRecord(
+                    pts: p.pts == noPTS ? nil : p.pts, dts: p.dts == noPTS ? nil : p.dts,
+                    duration: p.duration, size: Int(p.size), checksum: hash,
+                    isKeyframe: p.flags & AV_PKT_FLAG_KEY != 0))
+            }
+            av_packet_unref(packet)
+        }
+        return records
+    }
+}
+
+func cName(_ text: UnsafePointer<CChar>?) -> String {
+    text.map { String(cString: $0) } ?? "unknown"
+}
+
+func fourCC(_ tag: UInt32) -> String {
+    guard tag != 0 else { return "" }
+    let bytes = [tag & 0xff, (tag >> 8) & 0xff, (tag >> 16) & 0xff, (tag >> 24) & 0xff]
+    return String(bytes.map { Character(Unicode.Scalar(UInt8($0))) })
+}
+
+/// Process-wide FFmpeg set-up: FFmpeg's own console output is off unless asked for,
+/// because every failure reaches the user as one line of ours.
+public enum MediaLibrary {
+    nonisolated(unsafe) private static var verbose = false
+    private static let once: Void = { av_log_set_level(AV_LOG_QUIET) }()
+
+    public static func configure(verbose: Bool = false) {
+        _ = once
+        if verbose || self.verbose {
+            self.verbose = true
+            av_log_set_level(AV_LOG_WARNING)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import CFFmpeg
+import Foundation
+
+/// The output container, written to a hidden temporary file beside the final path
+/// and renamed into place only after the trailer is written.
+final class OutputFile {
+    let finalPath: String
+    let temporaryPath: String
+    let context: UnsafeMutablePointer<AVFormatContext>
+    private var opened = false
+    private var closed = false
+    private var encoderTimeBases: [Int: AVRational] = [:]
+
+    init(finalPath: String, muxer: String) throws {
+        self.finalPath = finalPath
+        let url = URL(fileURLWithPath: finalPath)
+        temporaryPath = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).partial").path
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&ctx, nil, muxer, temporaryPath), "cannot set up a \(muxer) file")
+        context = ctx!
+    }
+
+    deinit {
+        if !closed { abandon() }
+        avformat_free_context(context)
+    }
+
+    var needsGlobalHeader: Bool { context.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0 }
+    var muxerName: String { String(cString: context.pointee.oformat.pointee.name) }
+
+    func canHold(_ codec: AVCodecID) -> Bool {
+        avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
+    }
+
+    /// A stream fed by one of our encoders; packets arrive in that encoder's time base.
+    @discardableResult
+    func addStream(encoder: UnsafeMutablePointer<AVCodecContext>) throws -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw UpscaleError(.processing, "out of memory") }
+        try check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder), "cannot describe the output stream")
+        stream.pointee.time_base = encoder.pointee.time_base
+        let index = Int(stream.pointee.index)
+        encoderTimeBases[index] = encoder.pointee.time_base
+        return index
+    }
+
+    /// A stream copied from the input; packets keep the input stream's time base.
+    func addCopiedStream(from input: UnsafeMutablePointer<AVStream>) throws -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw UpscaleError(.processing, "out of memory") }
+        try check(avcodec_parameters_copy(stream.pointee.codecpar, input.pointee.codecpar), "cannot copy stream parameters")
+        stream.pointee.codecpar.pointee.codec_tag = 0
+        stream.pointee.time_base = input.pointee.time_base
+        stream.pointee.disposition = input.pointee.disposition
+        av_dict_copy(&stream.pointee.metadata, input.pointee.metadata, 0)
+        let index = Int(stream.pointee.index)
+        encoderTimeBases[index] = input.pointee.time_base
+        return index
+    }
+
+    func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
+
+    func copyMetadata(from input: UnsafeMutablePointer<AVFormatContext>, videoStream: Int, from inputStream: UnsafeMutablePointer<AVStream>) {
+        av_dict_copy(&context.pointee.metadata, input.pointee.metadata, 0)
+        av_dict_copy(&stream(videoStream).pointee.metadata, inputStream.pointee.metadata, 0)
+        av_dict_set(&stream(videoStream).pointee.metadata, "encoder", nil, 0)
+        av_dict_set(&stream(videoStream).pointee.metadata, "handler_name", nil, 0)
+    }
+
+    func open() throws {
+        let dir = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
+        let result = avio_open(&context.pointee.pb, temporaryPath, AVIO_FLAG_WRITE)
+        if result < 0 {
+            throw UpscaleError(.output, "cannot write in '\(dir)': \(ffmpegErrorText(result)); pick another --output folder")
+        }
+        opened = true
+        try writeCheck(avformat_write_header(context, nil), "cannot start '\(finalPath)'")
+    }
+
+    /// Writes one packet; `packet`'s timestamps are in the time base its stream was added with.
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws {
+        packet.pointee.stream_index = Int32(index)
+        av_packet_rescale_ts(packet, encoderTimeBases[index]!, stream(index).pointee.time_base)
+        try writeCheck(av_interleaved_write_frame(context, packet), "writing '\(finalPath)' failed")
+    }
+
+    /// Writes the trailer, closes the file and renames it into place.
+    func finish(overwrite: Bool) throws {
+        try writeCheck(av_write_trailer(context), "finishing '\(finalPath)' failed")
+        try writeCheck(avio_closep(&context.pointee.pb), "closing '\(finalPath)' failed")
+        closed = true
+        if !overwrite && FileManager.default.fileExists(atPath: finalPath) {
+            unlink(temporaryPath)
+            throw UpscaleError(.output, "'\(finalPath)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
+        }
+        if rename(temporaryPath, finalPath) != 0 {
+            let reason = String(cString: strerror(errno))
+            unlink(temporaryPath)
+            throw UpscaleError(.output, "cannot move the finished file to '\(finalPath)': \(reason)")
+        }
+    }
+
+    /// Closes and deletes the temporary file; the final path is never touched.
+    func abandon() {
+        guard !closed else { return }
+        closed = true
+        if opened { avio_closep(&context.pointee.pb) }
+        unlink(temporaryPath)
+    }
+
+    private func writeCheck(_ code: Int32, _ what: String) throws {
+        guard code < 0 else { return }
+        if code == upscale_averror(ENOSPC) {
+            throw UpscaleError(.output, "the disk is full: \(what); free some space or choose another --output folder")
+        }
+        throw UpscaleError(.output, "\(what): \(ffmpegErrorText(code))")
+    }
+}

@@ -1,0 +1,248 @@
+import CFFmpeg
+import Foundation
+import Logging
+import UpscaleCore
+
+/// How far a job is, reported about every frame from the encoding stage.
+public struct TranscodeProgress: Sendable {
+    public let framesDone: Int
+    /// Estimated from the container; nil when it does not say.
+    public let framesTotal: Int?
+    public let elapsed: Double
+}
+
+public struct TranscodeSummary: Sendable {
+    public let output: String
+    public let frames: Int
+    public let seconds: Double
+    public let encoderName: String
+    public let audioCopied: Int
+    public let audioTranscoded: Int
+}
+
+/// Runs one job: decode → convert → upscale → encode/mux on three threads joined by
+/// bounded queues, so decoding, scaling and encoding overlap and memory stays bounded.
+/// On any failure or cancel the temporary output is removed and the final path untouched.
+public final class Transcoder {
+    public let job: Job
+    private let logger: Logger
+
+    public init(job: Job, logger: Logger = Logger(label: "upscale")) {
+        self.job = job
+        self.logger = logger
+    }
+
+    private enum Item {
+        case picture(Frame, pts: Int64)
+        case packet(UnsafeMutablePointer<AVPacket>, stream: Int)
+    }
+
+    private enum AudioRoute {
+        case copy(output: Int)
+        case transcode(AudioTranscoder, output: Int)
+    }
+
+    /// A failure recorded by whichever stage hit it first; the others stop.
+    private final class Failure {
+        private let lock = NSLock()
+        private(set) var error: Error?
+        func record(_ e: Error) {
+            lock.lock()
+            if error == nil { error = e }
+            lock.unlock()
+        }
+        var current: Error? {
+            lock.lock()
+            defer { lock.unlock() }
+            return error
+        }
+    }
+
+    public func run(cancel: CancellationFlag = CancellationFlag(),
+                    progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> TranscodeSummary {
+        MediaLibrary.configure()
+        let start = Date()
+        let input = try InputFile(path: job.input)
+        let videoIndex = try input.videoStreamIndex()
+        let videoStream = input.stream(videoIndex)
+        let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4))
+        let output = try OutputFile(finalPath: job.output, muxer: job.muxer)
+
+        let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
+        let encoder = try VideoEncoder(
+            settings: job.encoder, width: job.width, height: job.height,
+            timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
+            globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4")
+        let videoOut = try output.addStream(encoder: encoder.context)
+        output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
+        output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
+
+        var routes: [Int: AudioRoute] = [:]
+        var copied = 0, transcoded = 0
+        for i in 0..<input.streamCount where i != videoIndex {
+            let s = input.stream(i)
+            let par = s.pointee.codecpar!
+            let codecName = String(cString: avcodec_get_name(par.pointee.codec_id))
+            switch par.pointee.codec_type {
+            case AVMEDIA_TYPE_AUDIO:
+                if output.canHold(par.pointee.codec_id) {
+                    routes[i] = .copy(output: try output.addCopiedStream(from: s))
+                    copied += 1
+                } else {
+                    let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader)
+                    let out = try output.addStream(encoder: t.encoder)
+                    av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
+                    routes[i] = .transcode(t, output: out)
+                    transcoded += 1
+                    logger.notice("audio stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); re-encoded to AAC")
+                }
+            case AVMEDIA_TYPE_VIDEO where s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0:
+                logger.notice("cover art (stream \(i)) is not copied")
+            case AVMEDIA_TYPE_VIDEO:
+                logger.notice("extra video stream \(i) (\(codecName)) is not copied; only the first video is upscaled")
+            default:
+                let kind = cName(av_get_media_type_string(par.pointee.codec_type))
+                logger.notice("\(kind) stream \(i) (\(codecName)) is not copied")
+            }
+        }
+
+        do {
+            try output.open()
+            let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
+                                  output: output, videoOut: videoOut, routes: routes, cancel: cancel,
+                                  start: start, progress: progress)
+            if cancel.isCancelled { throw UpscaleError.cancelled() }
+            try output.finish(overwrite: job.overwrite)
+            return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
+                                    encoderName: job.encoder.codec.encoderName, audioCopied: copied, audioTranscoded: transcoded)
+        } catch {
+            output.abandon()
+            throw error
+        }
+    }
+
+    private func pump(
+        input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder, output: OutputFile,
+        videoOut: Int, routes: [Int: AudioRoute], cancel: CancellationFlag, start: Date,
+        progress: @escaping (TranscodeProgress) -> Void
+    ) throws -> Int {
+        let videoStream = input.stream(videoIndex)
+        let decoded = BoundedQueue<Item>(capacity: 2)
+        let scaled = BoundedQueue<Item>(capacity: 2)
+        let inputPool = FramePool(width: decoder.width, height: decoder.height)
+        let outputPool = FramePool(width: job.width, height: job.height)
+        let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
+                                 layout: .yuv420, kernel: job.kernel, threads: job.threads)
+        let failure = Failure()
+        let stopAll = {
+            decoded.cancel()
+            scaled.cancel()
+        }
+        var total = Int(videoStream.pointee.nb_frames)
+        if total <= 0 {
+            let duration = input.context.pointee.duration
+            let rate = av_guess_frame_rate(input.context, videoStream, nil).double
+            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
+        }
+        let framesTotal = total > 0 ? total : nil
+
+        let readStage = {
+            var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+            defer { av_packet_free(&packet) }
+            do {
+                let pushPicture: (Frame, Int64) throws -> Void = { frame, pts in
+                    if !decoded.push(.picture(frame, pts: pts)) { throw UpscaleError.cancelled() }
+                }
+                let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
+                    decoded.push(.packet(av_packet_clone(p), stream: stream), cost: 0)
+                }
+                while try input.read(into: packet!) {
+                    defer { av_packet_unref(packet) }
+                    if cancel.isCancelled { throw UpscaleError.cancelled() }
+                    let index = Int(packet!.pointee.stream_index)
+                    if index == videoIndex {
+                        try decoder.decode(packet, makeFrame: inputPool.take, emit: pushPicture)
+                    } else if let route = routes[index] {
+                        switch route {
+                        case .copy(let out):
+                            packet!.pointee.pos = -1
+                            forward(packet!, out)
+                        case .transcode(let t, let out):
+                            try t.transcode(packet) { forward($0, out) }
+                        }
+                    }
+                }
+                try decoder.decode(nil, makeFrame: inputPool.take, emit: pushPicture)
+                for case .transcode(let t, let out) in routes.values {
+                    try t.transcode(nil) { forward($0, out) }
+                }
+                decoded.finish()
+            } catch {
+                failure.record(error)
+                stopAll()
+            }
+        }
+
+        let scaleStage = {
+            while let item = decoded.pop() {
+                switch item {
+                case .picture(let frame, let pts):
+                    let out = outputPool.take()
+                    scaler.scale(frame, into: out)
+                    inputPool.give(frame)
+                    if !scaled.push(.picture(out, pts: pts)) { return }
+                case .packet:
+                    if !scaled.push(item, cost: 0) { return }
+                }
+            }
+            scaled.finish()
+        }
+
+        var framesDone = 0
+        let writeStage = {
+            do {
+                let writeVideo: (UnsafeMutablePointer<AVPacket>) throws -> Void = { try output.write($0, stream: videoOut) }
+                while let item = scaled.pop() {
+                    switch item {
+                    case .picture(let frame, let pts):
+                        try encoder.encode(frame, pts: pts, emit: writeVideo)
+                        outputPool.give(frame)
+                        framesDone += 1
+                        progress(TranscodeProgress(framesDone: framesDone, framesTotal: framesTotal,
+                                                   elapsed: Date().timeIntervalSince(start)))
+                    case .packet(let p, let stream):
+                        var owned: UnsafeMutablePointer<AVPacket>? = p
+                        defer { av_packet_free(&owned) }
+                        try output.write(p, stream: stream)
+                    }
+                }
+                if failure.current == nil && !cancel.isCancelled {
+                    try encoder.encode(nil, pts: 0, emit: writeVideo)
+                }
+            } catch {
+                failure.record(error)
+                stopAll()
+            }
+        }
+
+        let stages: [() -> Void] = [readStage, scaleStage, writeStage]
+        let done = DispatchSemaphore(value: 0)
+        for stage in stages {
+            Thread.detachNewThread {
+                stage()
+                done.signal()
+            }
+        }
+        var finished = 0
+        while finished < stages.count {
+            if done.wait(timeout: .now() + .milliseconds(200)) == .success {
+                finished += 1
+            } else if cancel.isCancelled {
+                stopAll()
+            }
+        }
+        if let error = failure.current { throw error }
+        if cancel.isCancelled { throw UpscaleError.cancelled() }
+        return framesDone
+    }
+}

@@ -1,0 +1,43 @@
+import CFFmpeg
+
+/// A failure the user can act on: one line saying what happened, to which file,
+/// and what to do. Nothing in this module throws anything else to the CLI.
+public struct UpscaleError: Error, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case usage
+        case input
+        case output
+        case processing
+        case cancelled
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    static func cancelled() -> UpscaleError { UpscaleError(.cancelled, "cancelled; no output was written") }
+}
+
+/// FFmpeg's text for an error code.
+func ffmpegErrorText(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    upscale_strerror(code, &buffer, buffer.count)
+    return String(cString: buffer)
+}
+
+let averrorEOF = upscale_averror_eof()
+let averrorEAGAIN = upscale_averror(EAGAIN)
+let noPTS = upscale_nopts()
+
+/// Throws a processing error naming `what` when an FFmpeg call returned a negative code.
+@discardableResult
+func check(_ code: Int32, _ what: @autoclosure () -> String, kind: UpscaleError.Kind = .processing) throws -> Int32 {
+    if code < 0 { throw UpscaleError(kind, "\(what()): \(ffmpegErrorText(code))") }
+    return code
+}

@@ -1,0 +1,74 @@
+/// The output video codecs the tool writes, with their defaults.
+public enum VideoCodec: String, Sendable, CaseIterable {
+    case hevc, h264, prores, ffv1
+
+    /// The FFmpeg encoder used.
+    var encoderName: String {
+        switch self {
+        case .hevc: return "libx265"
+        case .h264: return "libx264"
+        case .prores: return "prores_ks"
+        case .ffv1: return "ffv1"
+        }
+    }
+
+    /// Constant-rate-factor default: chosen for visually transparent output.
+    public var defaultCRF: Int? {
+        switch self {
+        case .hevc: return 20
+        case .h264: return 18
+        case .prores, .ffv1: return nil
+        }
+    }
+
+    public var defaultPreset: String? {
+        switch self {
+        case .hevc, .h264: return "medium"
+        case .prores, .ffv1: return nil
+        }
+    }
+
+    /// Containers (by file extension) that can hold this codec, preferred first.
+    public var containers: [String] {
+        switch self {
+        case .hevc, .h264: return ["mov", "mp4", "m4v", "mkv"]
+        case .prores: return ["mov"]
+        case .ffv1: return ["mkv"]
+        }
+    }
+
+    /// Largest picture the codec takes here: HEVC and H.264 at their highest levels.
+    public func accepts(width: Int, height: Int) -> Bool {
+        switch self {
+        case .hevc: return max(width, height) <= 8192 && width * height <= 8192 * 4320
+        case .h264: return max(width, height) <= 16384 && width * height <= 139_264 * 256
+        case .prores, .ffv1: return true
+        }
+    }
+}
+
+/// How to encode the upscaled video.
+public struct EncoderSettings: Sendable, Equatable {
+    public var codec: VideoCodec
+    public var crf: Int?
+    public var preset: String?
+    /// Encoder threads; nil lets the encoder decide.
+    public var threads: Int?
+
+    public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil) {
+        self.codec = codec
+        self.crf = crf
+        self.preset = preset
+        self.threads = threads
+    }
+}
+
+/// FFmpeg muxer name for a file extension the tool writes.
+func muxerName(forExtension ext: String) -> String? {
+    switch ext.lowercased() {
+    case "mov": return "mov"
+    case "mp4", "m4v": return "mp4"
+    case "mkv": return "matroska"
+    default: return nil
+    }
+}

@@ -1,0 +1,160 @@
+import CFFmpeg
+import UpscaleCore
+
+/// The color description a video stream carries, passed through to the encoder.
+struct ColorDescription {
+    var range: AVColorRange
+    var primaries: AVColorPrimaries
+    var transfer: AVColorTransferCharacteristic
+    var space: AVColorSpace
+    var chromaLocation: AVChromaLocation
+}
+
+/// Decodes one video stream and converts every picture to planar 8-bit 4:2:0
+/// core frames with libswscale. Full-range input stays full range.
+final class VideoDecoder {
+    let context: UnsafeMutablePointer<AVCodecContext>
+    let stream: UnsafeMutablePointer<AVStream>
+    let path: String
+    let width: Int
+    let height: Int
+    private let frame: UnsafeMutablePointer<AVFrame>
+    private let converter = PixelConverter()
+    private(set) var framesDecoded = 0
+    let fullRange: Bool
+    let matrix: Int32
+    let color: ColorDescription
+
+    init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int) throws {
+        self.stream = stream
+        self.path = path
+        let par = stream.pointee.codecpar!
+        guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
+            throw UpscaleError(.input, "'\(path)': no decoder for \(String(cString: avcodec_get_name(par.pointee.codec_id))) video in this FFmpeg build")
+        }
+        guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
+        context = ctx
+        frame = av_frame_alloc()
+        try check(avcodec_parameters_to_context(ctx, par), "'\(path)': bad video parameters")
+        ctx.pointee.pkt_timebase = stream.pointee.time_base
+        ctx.pointee.thread_count = Int32(max(0, threads))
+        // Fail loudly on damaged data instead of concealing it.
+        ctx.pointee.err_recognition |= AV_EF_EXPLODE
+        try check(avcodec_open2(ctx, codec, nil), "'\(path)': cannot open the \(String(cString: codec.pointee.name)) decoder")
+        width = Int(ctx.pointee.width)
+        height = Int(ctx.pointee.height)
+        guard width > 0, height > 0 else {
+            throw UpscaleError(.input, "'\(path)': the video stream has no picture size; the file may be damaged")
+        }
+        let format = ctx.pointee.pix_fmt
+        let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
+        fullRange = ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format)
+        let isRGB = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0
+        var space = ctx.pointee.colorspace
+        if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB {
+            space = height >= 720 ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M
+        }
+        matrix = swsMatrix(for: space, height: Int32(height))
+        var primaries = ctx.pointee.color_primaries
+        var transfer = ctx.pointee.color_trc
+        if isRGB {
+            // RGB sources are converted with the matrix above; describe the result as sRGB-ish video.
+            primaries = height >= 720 ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M
+            transfer = AVCOL_TRC_IEC61966_2_1
+        }
+        color = ColorDescription(
+            range: fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
+            primaries: primaries, transfer: transfer,
+            space: ctx.pointee.colorspace == AVCOL_SPC_UNSPECIFIED && !isRGB ? AVCOL_SPC_UNSPECIFIED : space,
+            chromaLocation: AVCHROMA_LOC_LEFT)
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&c)
+        var f: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&f)
+    }
+
+    private func seconds(_ pts: Int64) -> String {
+        guard pts != noPTS else { return "unknown time" }
+        let t = Double(pts) * stream.pointee.time_base.double
+        return String(format: "%.2f s", t)
+    }
+
+    private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
+        UpscaleError(.processing, "'\(path)' has undecodable video at frame \(framesDecoded + 1) (\(seconds(pts))): \(detail); the file is damaged there — re-export or trim the source")
+    }
+
+    /// Sends one packet (nil flushes at the end) and hands every finished picture to `emit`,
+    /// converted into a frame obtained from `makeFrame`, with its presentation timestamp.
+    func decode(
+        _ packet: UnsafeMutablePointer<AVPacket>?, makeFrame: () -> Frame, emit: (Frame, Int64) throws -> Void
+    ) throws {
+        let sent = avcodec_send_packet(context, packet)
+        if sent < 0 && sent != averrorEOF && sent != averrorEAGAIN {
+            throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? noPTS)
+        }
+        while true {
+            let received = avcodec_receive_frame(context, frame)
+            if received == averrorEAGAIN || received == averrorEOF { return }
+            if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? noPTS) }
+            defer { av_frame_unref(frame) }
+            let pts = frame.pointee.best_effort_timestamp
+            if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
+                throw damaged("corrupt picture data", pts: pts)
+            }
+            if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
+                throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
+            }
+            let output = makeFrame()
+            try converter.configure(
+                source: (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format)),
+                destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
+                matrix: matrix, fullRange: fullRange)
+            converter.convert(frame, into: output)
+            framesDecoded += 1
+            try emit(output, pts)
+        }
+    }
+}
+
+/// Reads the pictures of a file's main video stream as 4:2:0 core frames, in order.
+/// For tests, the bench and anything else that only needs pictures.
+public final class VideoFrameReader {
+    private let input: InputFile
+    private let decoder: VideoDecoder
+    private let streamIndex: Int
+    private var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+    private var pending: [(Frame, Int64)] = []
+    private var finished = false
+
+    public var width: Int { decoder.width }
+    public var height: Int { decoder.height }
+
+    public init(path: String, threads: Int = 0) throws {
+        MediaLibrary.configure()
+        input = try InputFile(path: path)
+        streamIndex = try input.videoStreamIndex()
+        decoder = try VideoDecoder(stream: input.stream(streamIndex), path: path, threads: threads)
+    }
+
+    deinit { av_packet_free(&packet) }
+
+    /// The next picture and its presentation timestamp (in the stream's time base), or nil at the end.
+    public func next() throws -> (frame: Frame, pts: Int64)? {
+        while pending.isEmpty && !finished {
+            let make = { Frame(width: self.decoder.width, height: self.decoder.height, layout: .yuv420) }
+            if try input.read(into: packet!) {
+                defer { av_packet_unref(packet) }
+                if Int(packet!.pointee.stream_index) == streamIndex {
+                    try decoder.decode(packet, makeFrame: make) { pending.append(($0, $1)) }
+                }
+            } else {
+                try decoder.decode(nil, makeFrame: make) { pending.append(($0, $1)) }
+                finished = true
+            }
+        }
+        return pending.isEmpty ? nil : pending.removeFirst()
+    }
+}

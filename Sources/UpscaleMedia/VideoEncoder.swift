@@ -1,0 +1,131 @@
+import CFFmpeg
+import UpscaleCore
+
+/// Encodes 4:2:0 core frames with the chosen codec, converting to the encoder's
+/// pixel format (ProRes wants 4:2:2 10-bit) with libswscale when it differs.
+final class VideoEncoder {
+    let context: UnsafeMutablePointer<AVCodecContext>
+    let settings: EncoderSettings
+    private let frame: UnsafeMutablePointer<AVFrame>
+    private var converted: UnsafeMutablePointer<AVFrame>?
+    private let converter = PixelConverter(flags: Int32(SWS_POINT | SWS_ACCURATE_RND))
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let fullRange: Bool
+    private let matrix: Int32
+
+    init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
+         color: ColorDescription, globalHeader: Bool, tagHVC1: Bool) throws {
+        self.settings = settings
+        let name = settings.codec.encoderName
+        guard let codec = avcodec_find_encoder_by_name(name) else {
+            throw UpscaleError(.processing, "this FFmpeg build has no \(name) encoder; install one with it (Debian's ffmpeg libraries have it) or pick another --codec")
+        }
+        guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
+        context = ctx
+        frame = av_frame_alloc()
+        packet = av_packet_alloc()
+        fullRange = color.range == AVCOL_RANGE_JPEG
+        matrix = swsMatrix(for: color.space, height: Int32(height))
+
+        ctx.pointee.width = Int32(width)
+        ctx.pointee.height = Int32(height)
+        ctx.pointee.time_base = timeBase
+        ctx.pointee.framerate = frameRate
+        ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        ctx.pointee.color_range = color.range
+        ctx.pointee.color_primaries = color.primaries
+        ctx.pointee.color_trc = color.transfer
+        ctx.pointee.colorspace = color.space
+        ctx.pointee.chroma_sample_location = color.chromaLocation
+        if globalHeader { ctx.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+        let priv = ctx.pointee.priv_data
+        switch settings.codec {
+        case .hevc:
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
+            var params = "log-level=error"
+            if let threads = settings.threads { params += ":pools=\(threads)" }
+            av_opt_set(priv, "x265-params", params, 0)
+        case .h264:
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
+        case .prores:
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV422P10LE
+            av_opt_set(priv, "profile", "standard", 0)
+            av_opt_set(priv, "vendor", "apl0", 0)
+            if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
+        case .ffv1:
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            av_opt_set(priv, "level", "3", 0)
+            if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
+        }
+        if let crf = settings.crf ?? settings.codec.defaultCRF {
+            av_opt_set(priv, "crf", String(crf), 0)
+        }
+        if let preset = settings.preset ?? settings.codec.defaultPreset {
+            if av_opt_set(priv, "preset", preset, 0) < 0 {
+                throw UpscaleError(.usage, "--preset '\(preset)' is not a \(name) preset; try ultrafast, fast, medium or slow")
+            }
+        }
+        let opened = avcodec_open2(ctx, codec, nil)
+        if opened < 0 {
+            throw UpscaleError(.processing, "cannot open the \(name) encoder at \(width)x\(height): \(ffmpegErrorText(opened))")
+        }
+        if ctx.pointee.pix_fmt != AV_PIX_FMT_YUV420P {
+            converted = av_frame_alloc()
+            converted!.pointee.format = ctx.pointee.pix_fmt.rawValue
+            converted!.pointee.width = Int32(width)
+            converted!.pointee.height = Int32(height)
+            try check(av_frame_get_buffer(converted, 0), "cannot allocate a \(width)x\(height) frame")
+        }
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&c)
+        var f: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&f)
+        av_frame_free(&converted)
+        var p: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&p)
+    }
+
+    /// Encodes one picture (nil flushes at the end); each finished packet goes to `emit`,
+    /// timestamps in the encoder's time base. The picture may be reused once this returns.
+    func encode(_ picture: Frame?, pts: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+        var input: UnsafeMutablePointer<AVFrame>?
+        if let picture {
+            if let converted {
+                try check(av_frame_make_writable(converted), "cannot write a frame")
+                try converter.configure(
+                    source: (Int32(picture.width), Int32(picture.height), AV_PIX_FMT_YUV420P),
+                    destination: (converted.pointee.width, converted.pointee.height, context.pointee.pix_fmt),
+                    matrix: matrix, fullRange: fullRange)
+                converter.convert(
+                    source: picture.planes.map { $0.base }, sourceStrides: picture.planes.map { Int32($0.stride) },
+                    sourceHeight: Int32(picture.height),
+                    destination: planePointers(converted), destinationStrides: planeStrides(converted))
+                input = converted
+            } else {
+                frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+                frame.pointee.width = Int32(picture.width)
+                frame.pointee.height = Int32(picture.height)
+                attach(picture, to: frame)
+                input = frame
+            }
+            input!.pointee.pts = pts
+            input!.pointee.color_range = context.pointee.color_range
+        }
+        let sent = avcodec_send_frame(context, input)
+        if sent < 0 && sent != averrorEOF {
+            throw UpscaleError(.processing, "the \(settings.codec.encoderName) encoder failed: \(ffmpegErrorText(sent))")
+        }
+        while true {
+            let received = avcodec_receive_packet(context, packet)
+            if received == averrorEAGAIN || received == averrorEOF { return }
+            try check(received, "the \(settings.codec.encoderName) encoder failed")
+            defer { av_packet_unref(packet) }
+            try emit(packet)
+        }
+    }
+}
