@@ -37,11 +37,11 @@ final class PixelConverter {
     deinit { sws_freeContext(context) }
 
     /// Prepares a context for one conversion; reused while the formats and sizes stay the same.
-    /// `matrix` is an SWS_CS_* constant; `fullRange` keeps full-range samples as they are.
+    /// `matrix` is an SWS_CS_* constant; samples keep their range unless `destinationFullRange` says otherwise.
     func configure(
         source: (width: Int32, height: Int32, format: AVPixelFormat),
         destination: (width: Int32, height: Int32, format: AVPixelFormat),
-        matrix: Int32, fullRange: Bool
+        matrix: Int32, fullRange: Bool, destinationFullRange: Bool? = nil
     ) throws {
         let newKey = (source.width, source.height, source.format.rawValue,
                       destination.width, destination.height, destination.format.rawValue)
@@ -56,7 +56,8 @@ final class PixelConverter {
         }
         let coefficients = sws_getCoefficients(matrix)
         let range: Int32 = fullRange ? 1 : 0
-        sws_setColorspaceDetails(context, coefficients, range, coefficients, range, 0, 1 << 16, 1 << 16)
+        let destinationRange: Int32 = (destinationFullRange ?? fullRange) ? 1 : 0
+        sws_setColorspaceDetails(context, coefficients, range, coefficients, destinationRange, 0, 1 << 16, 1 << 16)
         key = newKey
     }
 

@@ -29,8 +29,14 @@ final class OutputFile {
     var needsGlobalHeader: Bool { context.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0 }
     var muxerName: String { String(cString: context.pointee.oformat.pointee.name) }
 
+    /// Whether a stream of `codec` can be copied into this container as it is.
     func canHold(_ codec: AVCodecID) -> Bool {
-        avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
+        // The mov muxer shares its tag table with mp4, so FFmpeg's query says yes to
+        // audio codecs it then refuses in .mov at header time.
+        if muxerName == "mov" && [AV_CODEC_ID_OPUS, AV_CODEC_ID_FLAC, AV_CODEC_ID_VORBIS].contains(codec) {
+            return false
+        }
+        return avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
     }
 
     /// A stream fed by one of our encoders; packets arrive in that encoder's time base.

@@ -82,8 +82,16 @@ final class VideoDecoder {
         return String(format: "%.2f s", t)
     }
 
+    /// The 1-based frame number at `pts` (decoders deliver late, so counting output would lag).
+    private func frameNumber(at pts: Int64) -> Int {
+        let rate = stream.pointee.avg_frame_rate.double > 0 ? stream.pointee.avg_frame_rate.double : stream.pointee.r_frame_rate.double
+        guard pts != noPTS, rate > 0 else { return framesDecoded + 1 }
+        let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
+        return Int((Double(pts - start) * stream.pointee.time_base.double * rate).rounded()) + 1
+    }
+
     private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
-        UpscaleError(.processing, "'\(path)' has undecodable video at frame \(framesDecoded + 1) (\(seconds(pts))): \(detail); the file is damaged there — re-export or trim the source")
+        UpscaleError(.processing, "'\(path)' has undecodable video at frame \(frameNumber(at: pts)) (\(seconds(pts))): \(detail); the file is damaged there — re-export or trim the source")
     }
 
     /// Sends one packet (nil flushes at the end) and hands every finished picture to `emit`,

@@ -25,6 +25,8 @@ final class VideoEncoder {
         frame = av_frame_alloc()
         packet = av_packet_alloc()
         fullRange = color.range == AVCOL_RANGE_JPEG
+        // ProRes is limited range by definition: full-range pictures are converted on the way in.
+        let outputRange = settings.codec == .prores ? AVCOL_RANGE_MPEG : color.range
         matrix = swsMatrix(for: color.space, height: Int32(height))
 
         ctx.pointee.width = Int32(width)
@@ -32,7 +34,7 @@ final class VideoEncoder {
         ctx.pointee.time_base = timeBase
         ctx.pointee.framerate = frameRate
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        ctx.pointee.color_range = color.range
+        ctx.pointee.color_range = outputRange
         ctx.pointee.color_primaries = color.primaries
         ctx.pointee.color_trc = color.transfer
         ctx.pointee.colorspace = color.space
@@ -100,7 +102,8 @@ final class VideoEncoder {
                 try converter.configure(
                     source: (Int32(picture.width), Int32(picture.height), AV_PIX_FMT_YUV420P),
                     destination: (converted.pointee.width, converted.pointee.height, context.pointee.pix_fmt),
-                    matrix: matrix, fullRange: fullRange)
+                    matrix: matrix, fullRange: fullRange,
+                    destinationFullRange: context.pointee.color_range == AVCOL_RANGE_JPEG)
                 converter.convert(
                     source: picture.planes.map { $0.base }, sourceStrides: picture.planes.map { Int32($0.stride) },
                     sourceHeight: Int32(picture.height),

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import UpscaleCore
+import UpscaleImages
+import UpscaleMedia
+
+/// One scaler under test: a name and a function from an input frame to an output frame.
+struct Method {
+    let name: String
+    let run: (Frame, Frame) throws -> Void
+}
+
+struct CoreBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "core",
+        abstract: "Scaler speed on real yuv420p frames: methods interleaved A B C A B C after a warm-up.")
+
+    @Option(help: "Input frame size.") var from = Size(argument: "3840x2160")!
+    @Option(help: "Output frame size.") var to = Size(argument: "7680x4320")!
+    @Option(help: "Frames per run.") var frames = 4
+    @Option(help: "Timed runs per method (after one warm-up run).") var runs = 5
+    @Option(help: "Threads for every method that takes a thread count.") var threads = 1
+    @Option(help: "Video whose first frames are used (default: Samples/street.mp4), scaled to --from once, untimed.")
+    var input: String?
+    @Option(parsing: .upToNextOption, help: "Methods to run (default: all).") var methods: [String] = []
+    @Flag(help: "Print one JSON object instead of a table.") var json = false
+
+    func run() throws {
+        let source = input ?? defaultClip()
+        let reader = try VideoFrameReader(path: source)
+        let prepare = try SwscaleScaler(input: (reader.width, reader.height), output: (from.width, from.height))
+        var inputs: [Frame] = []
+        while inputs.count < frames, let next = try reader.next() { inputs.append(prepare.scale(next.frame)) }
+        guard !inputs.isEmpty else { throw ValidationError("'\(source)' has no frames") }
+
+        var all = try makeMethods()
+        if !methods.isEmpty { all = all.filter { methods.contains($0.name) } }
+        let output = Frame(width: to.width, height: to.height, layout: .yuv420)
+        var times: [String: [Double]] = [:]
+        var rss: [String: Int] = [:]
+        for round in 0...runs {
+            for method in all {
+                let before = peakRSS()
+                let start = monotonicSeconds()
+                for frame in inputs { try method.run(frame, output) }
+                let elapsed = monotonicSeconds() - start
+                rss[method.name] = max(rss[method.name] ?? 0, peakRSS() - before)
+                if round > 0 { times[method.name, default: []].append(Double(inputs.count) / elapsed) }
+            }
+        }
+        let swscale = median(times["swscale-lanczos"] ?? [])
+        let rows = all.map { method -> [String: Any] in
+            let fps = times[method.name]!
+            let m = median(fps)
+            return [
+                "method": method.name, "fps": round2(m),
+                "mpix_per_s": round2(m * Double(to.width * to.height) / 1e6),
+                "fps_min": round2(fps.min()!), "fps_max": round2(fps.max()!),
+                "ratio_to_swscale": swscale > 0 ? round3(m / swscale) : 0,
+                "peak_rss_delta_mb": round2(Double(rss[method.name]!) / 1e6),
+            ]
+        }
+        if json {
+            let object: [String: Any] = ["from": from.description, "to": to.description, "threads": threads,
+                                         "frames": inputs.count, "results": rows]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print("core: \(from) → \(to) yuv420p 8-bit, \(inputs.count) real frames of \(URL(fileURLWithPath: source).lastPathComponent), \(threads) thread(s), median of \(runs) runs")
+            print("method               fps   Mpix/s   min–max fps     ×swscale  peak RSS Δ")
+            for r in rows {
+                print(String(format: "%-18@ %7.2f %8.1f   %6.2f–%-6.2f   %6.3f   %6.1f MB",
+                             r["method"] as! String, r["fps"] as! Double, r["mpix_per_s"] as! Double,
+                             r["fps_min"] as! Double, r["fps_max"] as! Double, r["ratio_to_swscale"] as! Double,
+                             r["peak_rss_delta_mb"] as! Double))
+            }
+        }
+    }
+
+    private func makeMethods() throws -> [Method] {
+        let ours = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
+                               kernel: .lanczos3, threads: threads)
+        let sws = try SwscaleScaler(input: (from.width, from.height), output: (to.width, to.height), threads: threads)
+        let scaleX = Double(to.width) / Double(from.width)
+        return [
+            Method(name: "upscale-lanczos3") { ours.scale($0, into: $1) },
+            Method(name: "swscale-lanczos") { sws.scale($0, into: $1) },
+            Method(name: "vips-lanczos3") { source, _ in
+                for plane in source.planes { _ = try ImagePlanes.resizeLanczos3(plane, scale: scaleX) }
+            },
+        ]
+    }
+}
+
+func round2(_ v: Double) -> Double { (v * 100).rounded() / 100 }
+func round3(_ v: Double) -> Double { (v * 1000).rounded() / 1000 }

@@ -1,0 +1,47 @@
+# upscale — build, test and demo on Debian 12.
+# `make demo` and `make test` install the Debian packages they need when missing.
+
+PREFIX ?= /usr/local
+SWIFT ?= swift
+DEB_PACKAGES = pkg-config libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev libvips-dev
+SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SAMPLE = Samples/street.mp4
+DEMO_OUT = out
+
+.PHONY: all deps build debug test demo install bench clean
+
+all: build
+
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "error: Swift 6 is not installed; get the Linux toolchain from swift.org and put it on PATH"; exit 1; }
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build -c release
+
+debug: deps
+	$(SWIFT) build
+
+test: deps
+	$(SWIFT) test
+
+demo: build
+	@mkdir -p $(DEMO_OUT)
+	.build/release/upscale $(SAMPLE) --output $(DEMO_OUT) --overwrite
+	@echo "Demo output: $(DEMO_OUT)/street Upscaled.mp4 (2x, H.265, audio copied)"
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 .build/release/upscale .build/release/upscale-bench $(DESTDIR)$(PREFIX)/bin/
+
+bench: build
+	.build/release/upscale-bench core
+
+clean:
+	rm -rf .build $(DEMO_OUT)

@@ -1,0 +1,69 @@
+import CVips
+import Foundation
+import UpscaleCore
+
+/// Still images through libvips: the only place the project calls libvips.
+public enum ImagePlanes {
+    private static let started: Bool = upscale_vips_init("upscale") == 0
+
+    private static func failure(_ what: String) -> Error {
+        let detail = String(cString: vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown error"
+        vips_error_clear()
+        return ImageError(message: "\(what): \(detail)")
+    }
+
+    public struct ImageError: Error, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
+    }
+
+    /// The luma (Rec. 601 weights, as libvips' `b-w` colourspace) of a photo, as an 8-bit plane,
+    /// after applying its EXIF orientation.
+    public static func loadLuma(_ path: String) throws -> Plane {
+        guard started else { throw ImageError(message: "libvips failed to start") }
+        guard let image = upscale_vips_load(path) else { throw failure("cannot load '\(path)'") }
+        defer { upscale_vips_unref(image) }
+        var rotated: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_autorot(image, &rotated) == 0, let rotated else { throw failure("cannot orient '\(path)'") }
+        defer { upscale_vips_unref(rotated) }
+        var gray: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_colourspace(rotated, &gray, VIPS_INTERPRETATION_B_W) == 0, let gray else {
+            throw failure("cannot convert '\(path)' to grey")
+        }
+        defer { upscale_vips_unref(gray) }
+        var band: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_extract_band(gray, &band, 0) == 0, let band else { throw failure("cannot read '\(path)'") }
+        defer { upscale_vips_unref(band) }
+        var bytes: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_cast_uchar(band, &bytes) == 0, let bytes else { throw failure("cannot read '\(path)'") }
+        defer { upscale_vips_unref(bytes) }
+        return try plane(from: bytes)
+    }
+
+    /// Resizes a plane with libvips' Lanczos3 `resize` by `scale` (< 1 shrinks, antialiased).
+    public static func resizeLanczos3(_ plane: Plane, scale: Double) throws -> Plane {
+        guard started else { throw ImageError(message: "libvips failed to start") }
+        let packed = plane.samples
+        return try packed.withUnsafeBytes { raw -> Plane in
+            guard let image = vips_image_new_from_memory(raw.baseAddress, raw.count, Int32(plane.width), Int32(plane.height), 1, VIPS_FORMAT_UCHAR) else {
+                throw failure("cannot wrap a plane")
+            }
+            defer { upscale_vips_unref(image) }
+            var resized: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_resize_lanczos3(image, &resized, scale) == 0, let resized else { throw failure("resize failed") }
+            defer { upscale_vips_unref(resized) }
+            return try self.plane(from: resized)
+        }
+    }
+
+    private static func plane(from image: UnsafeMutablePointer<VipsImage>) throws -> Plane {
+        var size = 0
+        guard let memory = vips_image_write_to_memory(image, &size) else { throw failure("cannot render image") }
+        defer { g_free(memory) }
+        let width = Int(vips_image_get_width(image)), height = Int(vips_image_get_height(image))
+        guard size == width * height else { throw ImageError(message: "unexpected image layout") }
+        let plane = Plane(width: width, height: height)
+        plane.copy(from: memory.assumingMemoryBound(to: UInt8.self), sourceStride: width)
+        return plane
+    }
+}

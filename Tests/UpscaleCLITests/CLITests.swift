@@ -1,0 +1,173 @@
+import Foundation
+import UpscaleMedia
+import XCTest
+
+/// Runs the built `upscale` binary the way a user does and checks exit codes,
+/// messages and what is left on disk.
+final class CLITests: XCTestCase {
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    static var binary: URL {
+        var dir = Bundle.main.bundleURL
+        if dir.pathExtension == "xctest" { dir = dir.deletingLastPathComponent() }
+        return dir.appendingPathComponent("upscale")
+    }
+
+    static var fixtures: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+    }
+
+    private func workspace(_ names: [String]) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for name in names {
+            try FileManager.default.copyItem(at: Self.fixtures.appendingPathComponent(name), to: dir.appendingPathComponent(name))
+        }
+        return dir
+    }
+
+    private func listing(_ dir: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).sorted()
+    }
+
+    private func launch(_ arguments: [String], in dir: URL) throws -> (Process, Pipe, Pipe) {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = dir
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        return (process, out, err)
+    }
+
+    @discardableResult
+    private func upscale(_ arguments: [String], in dir: URL) throws -> Result {
+        let (process, out, err) = try launch(arguments, in: dir)
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    func testDefaultRunWritesUpscaledFileBesideInputAndRefusesToOverwrite() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let first = try upscale(["street-2s.mp4", "--width", "320", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.stdout.contains("Wrote"), first.stdout)
+        XCTAssertTrue(first.stdout.contains("320x240"), first.stdout)
+        XCTAssertEqual(listing(dir), ["street-2s Upscaled.mp4", "street-2s.mp4"])
+
+        let output = dir.appendingPathComponent("street-2s Upscaled.mp4")
+        let before = try Data(contentsOf: output)
+        let second = try upscale(["street-2s.mp4", "--width", "320", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(second.status, 1)
+        XCTAssertTrue(second.stderr.contains("already exists; use --overwrite"), second.stderr)
+        XCTAssertEqual(second.stderr.split(separator: "\n").count, 1, second.stderr)
+        XCTAssertEqual(try Data(contentsOf: output), before)
+        XCTAssertEqual(listing(dir), ["street-2s Upscaled.mp4", "street-2s.mp4"])
+
+        let third = try upscale(["street-2s.mp4", "--height", "100", "--preset", "ultrafast", "--overwrite", "--quiet"], in: dir)
+        XCTAssertEqual(third.status, 0, third.stderr)
+        XCTAssertEqual(third.stdout, "")
+        XCTAssertEqual(third.stderr, "")
+        XCTAssertNotEqual(try Data(contentsOf: output), before)
+        XCTAssertTrue(try Self.probeSize(output).hasPrefix("134x100"))
+    }
+
+    func testAVIInputBecomesMovWithANoticeAndPlainProgressWithoutTTY() throws {
+        let dir = try workspace(["street-mjpeg.avi"])
+        let result = try upscale(["street-mjpeg.avi", "--scale", "1", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("note: .avi cannot hold hevc; writing .mov"), result.stderr)
+        XCTAssertTrue(result.stdout.contains("street-mjpeg.avi: "), "plain progress line expected: \(result.stdout)")
+        XCTAssertTrue(result.stdout.contains("fps"), result.stdout)
+        XCTAssertEqual(listing(dir), ["street-mjpeg Upscaled.mov", "street-mjpeg.avi"])
+    }
+
+    func testSeveralInputsGoToTheOutputFolder() throws {
+        let dir = try workspace(["street-2s.mp4", "street-vp9-opus.webm"])
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let result = try upscale(["street-2s.mp4", "street-vp9-opus.webm", "--width", "256", "--output", "out",
+                                  "--preset", "ultrafast", "--quiet"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(listing(dir.appendingPathComponent("out")), ["street-2s Upscaled.mp4", "street-vp9-opus Upscaled.mov"])
+        let notFolder = try upscale(["street-2s.mp4", "street-vp9-opus.webm", "--output", "x.mp4"], in: dir)
+        XCTAssertEqual(notFolder.status, 2)
+        XCTAssertTrue(notFolder.stderr.contains("must be an existing folder"), notFolder.stderr)
+    }
+
+    func testBadInputsExitOneWithOneLineAndLeaveNothing() throws {
+        let dir = try workspace(["tone.m4a"])
+        FileManager.default.createFile(atPath: dir.appendingPathComponent("empty.mov").path, contents: Data())
+        try Data("hello\n".utf8).write(to: dir.appendingPathComponent("text.mp4"))
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("folder"), withIntermediateDirectories: true)
+        let before = listing(dir)
+        let cases: [([String], String)] = [
+            (["missing.mov"], "does not exist"),
+            (["folder"], "is a folder"),
+            (["empty.mov"], "is empty"),
+            (["text.mp4"], "not a media file"),
+            (["tone.m4a"], "no video stream"),
+        ]
+        for (arguments, phrase) in cases {
+            let result = try upscale(arguments, in: dir)
+            XCTAssertEqual(result.status, 1, "\(arguments)")
+            XCTAssertTrue(result.stderr.hasPrefix("error: "), result.stderr)
+            XCTAssertTrue(result.stderr.contains(phrase), "\(arguments): \(result.stderr)")
+            XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+            XCTAssertFalse(result.stderr.contains("Fatal error"), result.stderr)
+        }
+        XCTAssertEqual(listing(dir), before)
+    }
+
+    func testUnwritableOutputFolderFailsCleanly() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        // /proc takes no new files, even for root.
+        let result = try upscale(["street-2s.mp4", "--output", "/proc/out.mp4", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.contains("cannot write in '/proc'"), result.stderr)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
+    func testUsageErrorsExitTwo() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
+                          ["street-2s.mp4", "--codec", "vp9"], [], ["street-2s.mp4", "--crf", "99"]] {
+            let result = try upscale(arguments, in: dir)
+            XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
+        }
+        let tooWide = try upscale(["street-2s.mp4", "--width", "10240"], in: dir)
+        XCTAssertEqual(tooWide.status, 2)
+        XCTAssertTrue(tooWide.stderr.contains("--codec prores"), tooWide.stderr)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
+    func testInterruptRemovesTemporaryFileAndExits130() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let (process, out, _) = try launch(["street-2s.mp4", "--scale", "3", "--preset", "slow"], in: dir)
+        // Wait until the job is running (the temporary file exists), then interrupt it.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline && !listing(dir).contains(where: { $0.hasSuffix(".partial") }) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTAssertTrue(listing(dir).contains { $0.hasSuffix(".partial") }, "job never started: \(listing(dir))")
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(process.processIdentifier, SIGINT)
+        _ = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
+    static func probeSize(_ url: URL) throws -> String {
+        let video = try XCTUnwrap(try MediaProbe.info(url.path).video)
+        return "\(video.width)x\(video.height)"
+    }
+}

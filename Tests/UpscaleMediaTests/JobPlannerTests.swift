@@ -1,0 +1,73 @@
+import Foundation
+import UpscaleMedia
+import XCTest
+
+final class JobPlannerTests: XCTestCase {
+    func testSizeInferenceKeepsDisplayAspectAndEvenSizes() throws {
+        let display = (width: 768.0, height: 576.0)
+        XCTAssertTrue(try OutputSize.resolve(display: display, width: nil, height: nil, scale: nil) == (1536, 1152, false))
+        XCTAssertTrue(try OutputSize.resolve(display: display, width: 640, height: nil, scale: nil) == (640, 480, false))
+        XCTAssertTrue(try OutputSize.resolve(display: display, width: nil, height: 100, scale: nil) == (134, 100, false))
+        XCTAssertTrue(try OutputSize.resolve(display: (1920, 1080), width: 7680, height: nil, scale: nil) == (7680, 4320, false))
+        XCTAssertTrue(try OutputSize.resolve(display: (1920, 1080), width: nil, height: nil, scale: 1.5) == (2880, 1620, false))
+        XCTAssertTrue(try OutputSize.resolve(display: (853, 479), width: nil, height: nil, scale: nil) == (1706, 958, false))
+        XCTAssertTrue(try OutputSize.resolve(display: display, width: 641, height: 481, scale: nil) == (642, 482, true))
+        // Anamorphic PAL 720x576 shown at 768x576.
+        XCTAssertTrue(try OutputSize.resolve(display: (768, 576), width: 1536, height: nil, scale: nil) == (1536, 1152, false))
+        XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 20000, height: nil, scale: nil))
+        XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 100, height: nil, scale: 2))
+    }
+
+    func testNamingAndContainerRules() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4", "street-mjpeg.avi", "street-vp9-opus.webm"])
+        let mp4 = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path, options: UpscaleOptions())
+        XCTAssertEqual(URL(fileURLWithPath: mp4.output).lastPathComponent, "street-2s Upscaled.mp4")
+        XCTAssertEqual(mp4.muxer, "mp4")
+        XCTAssertTrue(mp4.notices.isEmpty)
+        let avi = try JobPlanner.plan(input: dir.appendingPathComponent("street-mjpeg.avi").path, options: UpscaleOptions())
+        XCTAssertEqual(URL(fileURLWithPath: avi.output).lastPathComponent, "street-mjpeg Upscaled.mov")
+        XCTAssertEqual(avi.notices, [".avi cannot hold hevc; writing .mov"])
+        let ffv1 = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
+                                       options: UpscaleOptions(encoder: EncoderSettings(codec: .ffv1)))
+        XCTAssertEqual(URL(fileURLWithPath: ffv1.output).lastPathComponent, "street-2s Upscaled.mkv")
+        let folder = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
+                                         options: UpscaleOptions(output: "/tmp"))
+        XCTAssertEqual(folder.output, "/tmp/street-2s Upscaled.mp4")
+        XCTAssertThrowsError(try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
+                                                 options: UpscaleOptions(output: dir.appendingPathComponent("x.webm").path)))
+    }
+
+    func testHEVCLimitNamesProRes() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240))) { error in
+            XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
+            XCTAssertTrue("\(error)".contains("--codec prores"))
+        }
+        XCTAssertNoThrow(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, encoder: EncoderSettings(codec: .prores))))
+        XCTAssertNoThrow(try JobPlanner.plan(input: input, options: UpscaleOptions(height: 4320)))
+    }
+
+    func testBadInputsGiveOneLineErrors() throws {
+        let dir = try Fixtures.workspace(copying: ["tone.m4a"])
+        let empty = dir.appendingPathComponent("empty.mp4")
+        FileManager.default.createFile(atPath: empty.path, contents: Data())
+        let text = dir.appendingPathComponent("notes.mp4")
+        try Data("not a video, just text\n".utf8).write(to: text)
+        let cases: [(String, String)] = [
+            (dir.appendingPathComponent("missing.mov").path, "does not exist"),
+            (dir.path, "is a folder"),
+            (empty.path, "is empty"),
+            (text.path, "not a media file"),
+            (dir.appendingPathComponent("tone.m4a").path, "no video stream"),
+        ]
+        for (path, phrase) in cases {
+            XCTAssertThrowsError(try JobPlanner.plan(input: path, options: UpscaleOptions())) { error in
+                let message = "\(error)"
+                XCTAssertTrue(message.contains(phrase), "\(path): \(message)")
+                XCTAssertFalse(message.contains("\n"))
+                XCTAssertEqual((error as? UpscaleError)?.kind, .input)
+            }
+        }
+    }
+}

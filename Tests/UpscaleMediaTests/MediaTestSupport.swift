@@ -1,0 +1,49 @@
+import Foundation
+import UpscaleCore
+import UpscaleMedia
+import XCTest
+
+enum Fixtures {
+    static var folder: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+    }
+
+    static func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
+
+    /// A fresh temporary folder holding copies of the named fixtures.
+    static func workspace(copying names: [String] = []) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for name in names {
+            try FileManager.default.copyItem(atPath: path(name), toPath: dir.appendingPathComponent(name).path)
+        }
+        return dir
+    }
+
+    static func listing(_ dir: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).sorted()
+    }
+}
+
+enum Measure {
+    /// PSNR in dB between two planes of the same size (infinity when identical).
+    static func psnr(_ a: Plane, _ b: Plane) -> Double {
+        precondition(a.width == b.width && a.height == b.height)
+        var sum = 0.0
+        for y in 0..<a.height {
+            for x in 0..<a.width {
+                let d = Double(a[x, y]) - Double(b[x, y])
+                sum += d * d
+            }
+        }
+        let mse = sum / Double(a.width * a.height)
+        return mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
+    }
+
+    static func frames(_ path: String) throws -> [(frame: Frame, pts: Int64)] {
+        let reader = try VideoFrameReader(path: path)
+        var out: [(Frame, Int64)] = []
+        while let next = try reader.next() { out.append(next) }
+        return out
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import UpscaleCore
+import UpscaleMedia
+import XCTest
+
+final class TranscoderTests: XCTestCase {
+    private func run(_ input: String, _ options: UpscaleOptions, cancel: CancellationFlag = CancellationFlag(),
+                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> (Job, TranscodeSummary) {
+        let job = try JobPlanner.plan(input: input, options: options)
+        return (job, try Transcoder(job: job).run(cancel: cancel, progress: progress))
+    }
+
+    func testRealClipToHEVCKeepsFramesTimestampsAndAudio() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let (job, summary) = try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast", threads: 2), threads: 2))
+        XCTAssertEqual(job.output, dir.appendingPathComponent("street-2s Upscaled.mp4").path)
+        XCTAssertEqual(Fixtures.listing(dir), ["street-2s Upscaled.mp4", "street-2s.mp4"])
+
+        let inInfo = try MediaProbe.info(input)
+        let outInfo = try MediaProbe.info(job.output)
+        let video = try XCTUnwrap(outInfo.video)
+        XCTAssertEqual(video.codec, "hevc")
+        XCTAssertEqual(video.codecTag, "hvc1")
+        XCTAssertEqual(video.width, 1536)
+        XCTAssertEqual(video.height, 1152)
+
+        // Same frames at the same presentation times, in seconds.
+        let inVideo = try MediaProbe.packets(input, stream: inInfo.videoStreamIndex!)
+        let outVideo = try MediaProbe.packets(job.output, stream: outInfo.videoStreamIndex!)
+        XCTAssertEqual(outVideo.count, inVideo.count)
+        XCTAssertEqual(summary.frames, inVideo.count)
+        let seconds = { (records: [PacketRecord], tb: (num: Int, den: Int)) in
+            records.compactMap { $0.pts }.sorted().map { Double($0) * Double(tb.num) / Double(tb.den) }
+        }
+        let inTimes = seconds(inVideo, inInfo.video!.timeBase), outTimes = seconds(outVideo, video.timeBase)
+        XCTAssertEqual(inTimes.count, outTimes.count)
+        for (a, b) in zip(inTimes, outTimes) { XCTAssertEqual(a, b, accuracy: 0.001) }
+        XCTAssertEqual(outInfo.duration, inInfo.duration, accuracy: 1 / inInfo.video!.frameRate)
+
+        // Audio copied packet for packet.
+        let inAudio = inInfo.streams.first { $0.kind == .audio }!
+        let outAudio = try XCTUnwrap(outInfo.streams.first { $0.kind == .audio })
+        XCTAssertEqual(outAudio.codec, "aac")
+        let a = try MediaProbe.packets(input, stream: inAudio.index)
+        let b = try MediaProbe.packets(job.output, stream: outAudio.index)
+        XCTAssertEqual(a.map(\.checksum), b.map(\.checksum))
+        XCTAssertEqual(a.map(\.size), b.map(\.size))
+
+        // Decodes cleanly, and matches the input scaled by swscale's Lanczos.
+        let source = try Measure.frames(input)
+        let result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        let reference = try SwscaleScaler(input: (768, 576), output: (1536, 1152))
+        for index in [0, source.count / 2, source.count - 1] {
+            let expected = reference.scale(source[index].frame)
+            let psnr = Measure.psnr(result[index].frame.planes[0], expected.planes[0])
+            XCTAssertGreaterThan(psnr, 35, "frame \(index) luma")
+            XCTAssertGreaterThan(Measure.psnr(result[index].frame.planes[1], expected.planes[1]), 35, "frame \(index) Cb")
+            XCTAssertGreaterThan(Measure.psnr(result[index].frame.planes[2], expected.planes[2]), 35, "frame \(index) Cr")
+        }
+    }
+
+    func testLosslessFFV1OutputIsExactlyTheCoreOutput() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let (job, _) = try run(input, UpscaleOptions(width: 1000, encoder: EncoderSettings(codec: .ffv1), threads: 2))
+        XCTAssertTrue(job.output.hasSuffix("street-2s Upscaled.mkv"))
+        XCTAssertEqual(job.height, 750)
+        let source = try Measure.frames(input)
+        let result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        let scaler = FrameScaler(input: (768, 576), output: (1000, 750), layout: .yuv420, threads: 1)
+        for index in [0, source.count - 1] {
+            let expected = scaler.scale(source[index].frame)
+            for p in 0..<3 {
+                XCTAssertEqual(result[index].frame.planes[p].samples, expected.planes[p].samples, "frame \(index) plane \(p)")
+            }
+        }
+    }
+
+    func testOpusInWebMIsReencodedToAACInMov() throws {
+        let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
+        let input = dir.appendingPathComponent("street-vp9-opus.webm").path
+        let (job, summary) = try run(input, UpscaleOptions(encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
+        XCTAssertTrue(job.output.hasSuffix("street-vp9-opus Upscaled.mov"))
+        XCTAssertTrue(job.notices.contains { $0.contains(".webm cannot hold hevc") || $0.contains(".webm") })
+        XCTAssertEqual(summary.audioTranscoded, 1)
+        let inInfo = try MediaProbe.info(input)
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.codec, "h264")
+        XCTAssertEqual(info.video?.width, 640)
+        let audio = try XCTUnwrap(info.streams.first { $0.kind == .audio })
+        XCTAssertEqual(audio.codec, "aac")
+        XCTAssertEqual(audio.sampleRate, 48000)
+        XCTAssertEqual(info.duration, inInfo.duration, accuracy: 0.15)
+        XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
+    }
+
+    func testFullRangeMJPEGInAVIKeepsFullRangeInHEVC() throws {
+        let dir = try Fixtures.workspace(copying: ["street-mjpeg.avi"])
+        let input = dir.appendingPathComponent("street-mjpeg.avi").path
+        let (job, _) = try run(input, UpscaleOptions(scale: 1.5, encoder: EncoderSettings(crf: 16, preset: "ultrafast")))
+        XCTAssertTrue(job.output.hasSuffix("street-mjpeg Upscaled.mov"))
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.codec, "hevc")
+        XCTAssertEqual(info.video?.width, 576)
+        XCTAssertEqual(info.video?.height, 432)
+        XCTAssertEqual(info.video?.colorRange, "pc")
+        let source = try Measure.frames(input)
+        let result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        let reference = try SwscaleScaler(input: (384, 288), output: (576, 432))
+        XCTAssertGreaterThan(Measure.psnr(result[3].frame.planes[0], reference.scale(source[3].frame).planes[0]), 35)
+    }
+
+    func testFullRangeInputIsConvertedToLimitedRangeForProRes() throws {
+        let dir = try Fixtures.workspace(copying: ["street-mjpeg.avi"])
+        let input = dir.appendingPathComponent("street-mjpeg.avi").path
+        let (job, _) = try run(input, UpscaleOptions(scale: 1.5, encoder: EncoderSettings(codec: .prores)))
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.codec, "prores")
+        XCTAssertEqual(info.video?.colorRange, "tv")
+        let source = try Measure.frames(input)
+        let result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        // Expected luma: the scaled full-range picture mapped to 16...235.
+        let expected = try SwscaleScaler(input: (384, 288), output: (576, 432)).scale(source[3].frame).planes[0]
+        let limited = Plane(width: expected.width, height: expected.height,
+                            samples: expected.samples.map { UInt8((16 + Double($0) * 219 / 255).rounded()) })
+        XCTAssertGreaterThan(Measure.psnr(result[3].frame.planes[0], limited), 35)
+    }
+
+    func testCancelLeavesNothingBehind() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let cancel = CancellationFlag()
+        XCTAssertThrowsError(try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast")), cancel: cancel) { p in
+            if p.framesDone >= 3 { cancel.cancel() }
+        }) { error in
+            XCTAssertEqual((error as? UpscaleError)?.kind, .cancelled)
+        }
+        XCTAssertEqual(Fixtures.listing(dir), ["street-2s.mp4"])
+    }
+
+    func testDamagedVideoMidStreamFailsNamingTheFrame() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4")
+        var bytes = [UInt8](try Data(contentsOf: input))
+        var state: UInt32 = 7
+        for i in (bytes.count / 2)..<(bytes.count / 2 + 4000) {
+            state = state &* 1_664_525 &+ 1_013_904_223
+            bytes[i] = UInt8(truncatingIfNeeded: state >> 24)
+        }
+        try Data(bytes).write(to: input)
+        let before = try Data(contentsOf: input)
+        XCTAssertThrowsError(try run(input.path, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast")))) { error in
+            let e = error as? UpscaleError
+            XCTAssertEqual(e?.kind, .processing)
+            let message = e?.message ?? "\(error)"
+            XCTAssertTrue(message.contains("undecodable video at frame"), message)
+            // The damage starts half-way through the file, so the frame named is past the first.
+            let number = message.components(separatedBy: "at frame ").last?.split(separator: " ").first.flatMap { Int($0) }
+            XCTAssertGreaterThan(number ?? 0, 1, message)
+            XCTAssertLessThanOrEqual(number ?? 99, 20, message)
+        }
+        XCTAssertEqual(Fixtures.listing(dir), ["street-2s.mp4"])
+        XCTAssertEqual(try Data(contentsOf: input), before)
+    }
+
+    func testFullDiskIsReportedAndNoPartialFileRemains() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let small = dir.appendingPathComponent("small")
+        try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
+        guard mountTmpfs(small.path, size: "64k") else { throw XCTSkip("tmpfs cannot be mounted here") }
+        defer { _ = shell("umount '\(small.path)'") }
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let options = UpscaleOptions(output: small.appendingPathComponent("out.mkv").path,
+                                     encoder: EncoderSettings(codec: .ffv1))
+        XCTAssertThrowsError(try run(input, options)) { error in
+            XCTAssertEqual((error as? UpscaleError)?.kind, .output)
+            XCTAssertTrue((error as? UpscaleError)?.message.contains("disk is full") ?? false, "\(error)")
+        }
+        XCTAssertEqual(Fixtures.listing(small), [])
+    }
+
+    private func mountTmpfs(_ path: String, size: String) -> Bool {
+        shell("mount -t tmpfs -o size=\(size) tmpfs '\(path)'") == 0
+    }
+
+    @discardableResult
+    private func shell(_ command: String) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
