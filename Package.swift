@@ -4,7 +4,7 @@ import PackageDescription
 // Release builds of the core are compiled with -Ounchecked: its hot loops index
 // precomputed filter banks whose bounds are checked once when the bank is built.
 let coreSettings: [SwiftSetting] = [
-    .unsafeFlags(["-Ounchecked", "-wmo"], .when(configuration: .release)),
+    .unsafeFlags(["-Ounchecked", "-wmo", "-target-cpu", "native"], .when(configuration: .release)),
 ]
 
 let package = Package(

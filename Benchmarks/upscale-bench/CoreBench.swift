@@ -49,31 +49,21 @@ struct CoreBench: ParsableCommand {
             }
         }
         let swscale = median(times["swscale-lanczos"] ?? [])
-        let rows = all.map { method -> [String: Any] in
+        let results = all.map { method -> SpeedResult in
             let fps = times[method.name]!
             let m = median(fps)
-            return [
-                "method": method.name, "fps": round2(m),
-                "mpix_per_s": round2(m * Double(to.width * to.height) / 1e6),
-                "fps_min": round2(fps.min()!), "fps_max": round2(fps.max()!),
-                "ratio_to_swscale": swscale > 0 ? round3(m / swscale) : 0,
-                "peak_rss_delta_mb": round2(Double(rss[method.name]!) / 1e6),
-            ]
+            return SpeedResult(
+                method: method.name, fps: round2(m), mpix_per_s: round2(m * Double(to.width * to.height) / 1e6),
+                fps_min: round2(fps.min()!), fps_max: round2(fps.max()!),
+                ratio_to_swscale: swscale > 0 ? round3(m / swscale) : 0,
+                peak_rss_delta_mb: round2(Double(rss[method.name]!) / 1e6))
         }
+        let report = SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count, results: results)
         if json {
-            let object: [String: Any] = ["from": from.description, "to": to.description, "threads": threads,
-                                         "frames": inputs.count, "results": rows]
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-            print(String(decoding: data, as: UTF8.self))
+            print(try report.json())
         } else {
             print("core: \(from) → \(to) yuv420p 8-bit, \(inputs.count) real frames of \(URL(fileURLWithPath: source).lastPathComponent), \(threads) thread(s), median of \(runs) runs")
-            print("method               fps   Mpix/s   min–max fps     ×swscale  peak RSS Δ")
-            for r in rows {
-                print(String(format: "%-18@ %7.2f %8.1f   %6.2f–%-6.2f   %6.3f   %6.1f MB",
-                             r["method"] as! String, r["fps"] as! Double, r["mpix_per_s"] as! Double,
-                             r["fps_min"] as! Double, r["fps_max"] as! Double, r["ratio_to_swscale"] as! Double,
-                             r["peak_rss_delta_mb"] as! Double))
-            }
+            print(report.table())
         }
     }
 

@@ -110,6 +110,34 @@ public struct FilterBank: Sendable {
         return q.map { Int16($0) }
     }
 
+    /// The bank as `factor` repeating phases, when the output is an integer multiple of
+    /// the input: output `factor·i + r` reads input `i + offsets[r] ..< + taps` with the
+    /// weights of phase `r`, for every `i` in `interior` (edges differ: they are clamped).
+    public struct Polyphase: Sendable {
+        public let factor: Int
+        public let offsets: [Int]
+        public let coefficients: [Int16]
+        public let interior: Range<Int>
+    }
+
+    public var polyphase: Polyphase? {
+        guard outputSize > inputSize, outputSize % inputSize == 0, inputSize >= 8 else { return nil }
+        let factor = outputSize / inputSize
+        let mid = inputSize / 2
+        let offsets = (0..<factor).map { Int(starts[factor * mid + $0]) - mid }
+        let phases = (0..<factor).map { r in Array(coefficients[((factor * mid + r) * taps)..<((factor * mid + r + 1) * taps)]) }
+        func matches(_ i: Int) -> Bool {
+            (0..<factor).allSatisfy { r in
+                let x = factor * i + r
+                return Int(starts[x]) - i == offsets[r] && coefficients[(x * taps)..<((x + 1) * taps)].elementsEqual(phases[r])
+            }
+        }
+        var lo = mid, hi = mid + 1
+        while lo > 0 && matches(lo - 1) { lo -= 1 }
+        while hi < inputSize && matches(hi) { hi += 1 }
+        return Polyphase(factor: factor, offsets: offsets, coefficients: phases.flatMap { $0 }, interior: lo..<hi)
+    }
+
     /// The input rows (or columns) that outputs `range` read.
     public func inputSpan(of range: Range<Int>) -> Range<Int> {
         var lo = Int.max, hi = Int.min

@@ -16,7 +16,7 @@ public final class FrameScaler: @unchecked Sendable {
 
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
-        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 32
+        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96
     ) {
         inputWidth = input.width
         inputHeight = input.height

@@ -8,6 +8,7 @@ public struct PlaneResampler: Sendable {
     public let bandHeight: Int
     /// Int16 elements of scratch one band needs.
     public let scratchCount: Int
+    let polyphase: FilterBank.Polyphase?
 
     public init(horizontal: FilterBank, vertical: FilterBank, bandHeight: Int) {
         self.horizontal = horizontal
@@ -21,6 +22,7 @@ public struct PlaneResampler: Sendable {
             y = band.upperBound
         }
         scratchCount = rows * horizontal.outputSize
+        polyphase = horizontal.polyphase
     }
 
     public var bandCount: Int { (vertical.outputSize + bandHeight - 1) / bandHeight }
@@ -33,10 +35,22 @@ public struct PlaneResampler: Sendable {
         let width = horizontal.outputSize
         horizontal.starts.withUnsafeBufferPointer { starts in
             horizontal.coefficients.withUnsafeBufferPointer { coefficients in
+                let taps = horizontal.taps
                 for y in span {
-                    Self.filterRow(
-                        source.row(y), into: scratch + (y - span.lowerBound) * width, count: width,
-                        starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: horizontal.taps)
+                    let out = scratch + (y - span.lowerBound) * width
+                    let row = source.row(y)
+                    if let polyphase {
+                        // Vector blocks over the interior; the clamped edges and the tail go through the general path.
+                        let done = Self.filterRowPolyphase(row, into: out, polyphase: polyphase, taps: taps)
+                        let factor = polyphase.factor
+                        Self.filterRange(row, into: out, range: 0..<(factor * polyphase.interior.lowerBound),
+                                         starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
+                        Self.filterRange(row, into: out, range: (factor * done)..<width,
+                                         starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
+                    } else {
+                        Self.filterRange(row, into: out, range: 0..<width,
+                                         starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
+                    }
                 }
             }
         }
@@ -53,28 +67,108 @@ public struct PlaneResampler: Sendable {
         }
     }
 
-    /// Horizontal pass: Q14 weights times 8-bit samples, kept as sample·64 in Int16.
+    /// Horizontal pass for outputs `range`: Q14 weights times 8-bit samples, kept as sample·64 in Int16.
     @inline(__always)
-    static func filterRow(
-        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, count: Int,
+    static func filterRange(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, range: Range<Int>,
         starts: UnsafePointer<Int32>, coefficients: UnsafePointer<Int16>, taps: Int
     ) {
-        var c = coefficients
-        for x in 0..<count {
+        // Fixed tap counts get their own unrolled loops.
+        switch taps {
+        case 6: filterRange(source, into: output, range: range, starts: starts, coefficients: coefficients, fixedTaps: 6)
+        case 4: filterRange(source, into: output, range: range, starts: starts, coefficients: coefficients, fixedTaps: 4)
+        case 7: filterRange(source, into: output, range: range, starts: starts, coefficients: coefficients, fixedTaps: 7)
+        default: filterRange(source, into: output, range: range, starts: starts, coefficients: coefficients, fixedTaps: taps)
+        }
+    }
+
+    @inline(__always)
+    static func filterRange(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, range: Range<Int>,
+        starts: UnsafePointer<Int32>, coefficients: UnsafePointer<Int16>, fixedTaps taps: Int
+    ) {
+        for x in range {
             let s = source + Int(starts[x])
+            let c = coefficients + x * taps
             var acc: Int32 = 1 << 7
             for k in 0..<taps {
                 acc &+= Int32(c[k]) &* Int32(s[k])
             }
             output[x] = Int16(truncatingIfNeeded: acc &>> 8)
-            c += taps
         }
+    }
+
+    /// Horizontal pass over the polyphase interior, 16 input positions at a time: each
+    /// phase is a plain convolution of contiguous input, so every tap is one vector load
+    /// and one multiply-add; the phases are then interleaved into output order.
+    /// Returns the first input position it did not cover.
+    @inline(__always)
+    static func filterRowPolyphase(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
+        polyphase: FilterBank.Polyphase, taps: Int
+    ) -> Int {
+        let factor = polyphase.factor
+        var i = polyphase.interior.lowerBound
+        let end = polyphase.interior.upperBound
+        polyphase.coefficients.withUnsafeBufferPointer { weights in
+            polyphase.offsets.withUnsafeBufferPointer { offsets in
+                while i + 16 <= end {
+                    switch factor {
+                    case 2:
+                        let even = phase(source + i + offsets[0], weights.baseAddress!, taps: taps)
+                        let odd = phase(source + i + offsets[1], weights.baseAddress! + taps, taps: taps)
+                        // Little-endian: the low half of each 32-bit lane lands first.
+                        let pairs = SIMD16<UInt32>(truncatingIfNeeded: even) & 0xFFFF | SIMD16<UInt32>(truncatingIfNeeded: odd) &<< 16
+                        UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
+                    case 4:
+                        let p0 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[0], weights.baseAddress!, taps: taps)) & 0xFFFF
+                        let p1 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[1], weights.baseAddress! + taps, taps: taps)) & 0xFFFF
+                        let p2 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[2], weights.baseAddress! + 2 * taps, taps: taps)) & 0xFFFF
+                        let p3 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[3], weights.baseAddress! + 3 * taps, taps: taps)) & 0xFFFF
+                        let quads = p0 | p1 &<< 16 | p2 &<< 32 | p3 &<< 48
+                        UnsafeMutableRawPointer(output + 4 * i).storeBytes(of: quads, as: SIMD16<UInt64>.self)
+                    default:
+                        for r in 0..<factor {
+                            let v = SIMD16<Int16>(truncatingIfNeeded: phase(source + i + offsets[r], weights.baseAddress! + r * taps, taps: taps))
+                            let out = output + factor * i + r
+                            for l in 0..<16 { out[l * factor] = v[l] }
+                        }
+                    }
+                    i += 16
+                }
+            }
+        }
+        return i
+    }
+
+    /// One phase for 16 consecutive input positions: Σ weight[k]·source[l + k], rounded, >> 8.
+    @inline(__always)
+    static func phase(_ source: UnsafePointer<UInt8>, _ weights: UnsafePointer<Int16>, taps: Int) -> SIMD16<Int32> {
+        var acc = SIMD16<Int32>(repeating: 1 << 7)
+        for k in 0..<taps {
+            let v = UnsafeRawPointer(source + k).loadUnaligned(as: SIMD16<UInt8>.self)
+            acc &+= SIMD16<Int32>(truncatingIfNeeded: v) &* SIMD16<Int32>(repeating: Int32(weights[k]))
+        }
+        return acc &>> 8
     }
 
     /// Vertical pass: `taps` consecutive intermediate rows weighted into one 8-bit row.
     @inline(__always)
     static func combineRows(
         _ first: UnsafePointer<Int16>, rowStride: Int, taps: Int, weights: UnsafePointer<Int16>,
+        into output: UnsafeMutablePointer<UInt8>, count: Int
+    ) {
+        switch taps {
+        case 6: combineRows(first, rowStride: rowStride, fixedTaps: 6, weights: weights, into: output, count: count)
+        case 4: combineRows(first, rowStride: rowStride, fixedTaps: 4, weights: weights, into: output, count: count)
+        default: combineRows(first, rowStride: rowStride, fixedTaps: taps, weights: weights, into: output, count: count)
+        }
+    }
+
+    /// 16 outputs per step in two SIMD8<Int32> accumulators.
+    @inline(__always)
+    static func combineRows(
+        _ first: UnsafePointer<Int16>, rowStride: Int, fixedTaps taps: Int, weights: UnsafePointer<Int16>,
         into output: UnsafeMutablePointer<UInt8>, count: Int
     ) {
         let rounding: Int32 = 1 << 19
