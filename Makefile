@@ -29,7 +29,7 @@ debug: deps
 	$(SWIFT) build
 
 test: deps
-	$(SWIFT) test
+	$(SWIFT) test --disable-swift-testing
 
 demo: build
 	@mkdir -p $(DEMO_OUT)

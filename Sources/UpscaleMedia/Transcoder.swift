@@ -201,15 +201,19 @@ public final class Transcoder {
         var framesDone = 0
         let writeStage = {
             do {
-                let writeVideo: (UnsafeMutablePointer<AVPacket>) throws -> Void = { try output.write($0, stream: videoOut) }
+                // A frame counts as done when the encoder hands back its packet, so fps and ETA
+                // include the encoder's own delay instead of racing ahead into its look-ahead.
+                let writeVideo: (UnsafeMutablePointer<AVPacket>) throws -> Void = {
+                    try output.write($0, stream: videoOut)
+                    framesDone += 1
+                    progress(TranscodeProgress(framesDone: framesDone, framesTotal: framesTotal,
+                                               elapsed: Date().timeIntervalSince(start)))
+                }
                 while let item = scaled.pop() {
                     switch item {
                     case .picture(let frame, let pts):
                         try encoder.encode(frame, pts: pts, emit: writeVideo)
                         outputPool.give(frame)
-                        framesDone += 1
-                        progress(TranscodeProgress(framesDone: framesDone, framesTotal: framesTotal,
-                                                   elapsed: Date().timeIntervalSince(start)))
                     case .packet(let p, let stream):
                         var owned: UnsafeMutablePointer<AVPacket>? = p
                         defer { av_packet_free(&owned) }
