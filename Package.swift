@@ -32,6 +32,12 @@ let package = Package(
             pkgConfig: "vips",
             providers: [.apt(["libvips-dev"])]
         ),
+        // zimg is a peer the bench measures against; nothing else links it.
+        .systemLibrary(
+            name: "CZimg",
+            pkgConfig: "zimg",
+            providers: [.apt(["libzimg-dev"])]
+        ),
         .target(
             name: "UpscaleCore",
             swiftSettings: coreSettings
@@ -62,7 +68,7 @@ let package = Package(
         .executableTarget(
             name: "upscale-bench",
             dependencies: [
-                "UpscaleCore", "UpscaleMedia", "UpscaleImages",
+                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/upscale-bench",
@@ -70,17 +76,16 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleCoreTests",
-            dependencies: ["UpscaleCore", "UpscaleImages"],
-            resources: []
+            dependencies: ["UpscaleCore"]
         ),
         .testTarget(
             name: "UpscaleMediaTests",
-            dependencies: ["UpscaleMedia", "UpscaleCore"],
+            dependencies: ["UpscaleMedia", "UpscaleCore", "UpscaleImages"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(
             name: "UpscaleCLITests",
-            dependencies: ["UpscaleMedia", "UpscaleCore"],
+            dependencies: ["UpscaleMedia", "upscale"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import UpscaleCore
+import UpscaleImages
+import UpscaleMedia
+
+/// One method's quality on one photo, or its mean over the set.
+struct QualityResult: Codable {
+    let method: String
+    let psnr: Double
+    let ssim: Double
+}
+
+struct PhotoQuality: Codable {
+    let photo: String
+    let results: [QualityResult]
+}
+
+struct QualityReport: Codable {
+    let scale: Int
+    let photos: [PhotoQuality]
+    let mean: [QualityResult]
+}
+
+struct QualityBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "quality",
+        abstract: "The quality protocol of shared/notes/peers.md: luma of real photos, libvips Lanczos3 downscale by S, upscale by S with each method, PSNR and SSIM without a 2·S border.")
+
+    @Option(help: "Integer scale factor S.") var scale = 2
+    @Flag(help: "Print one JSON object instead of tables.") var json = false
+    @Argument(help: "Photos (default: the photos in Tests/Fixtures).") var photos: [String] = []
+
+    func run() throws {
+        guard (2...8).contains(scale) else { throw ValidationError("--scale must be 2...8") }
+        let paths = photos.isEmpty ? defaultPhotos() : photos
+        guard !paths.isEmpty else { throw ValidationError("no photos given and none found in Tests/Fixtures") }
+        var perPhoto: [PhotoQuality] = []
+        for path in paths {
+            let full = try ImagePlanes.loadLuma(path)
+            let unit = 2 * scale
+            let hr = ImageMetrics.crop(full, width: full.width / unit * unit, height: full.height / unit * unit)
+            let lr = try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(scale))
+            guard lr.width * scale == hr.width, lr.height * scale == hr.height else {
+                throw ValidationError("libvips made \(lr.width)x\(lr.height) from \(hr.width)x\(hr.height)")
+            }
+            var results: [QualityResult] = []
+            for (name, upscale) in try methods(from: (lr.width, lr.height), to: (hr.width, hr.height)) {
+                let out = try upscale(lr)
+                results.append(QualityResult(method: name, psnr: ImageMetrics.psnr(hr, out, border: unit),
+                                             ssim: ImageMetrics.ssim(hr, out, border: unit)))
+            }
+            perPhoto.append(PhotoQuality(photo: URL(fileURLWithPath: path).lastPathComponent, results: results))
+        }
+        let names = perPhoto[0].results.map(\.method)
+        let mean = names.enumerated().map { index, name in
+            QualityResult(method: name,
+                          psnr: perPhoto.map { $0.results[index].psnr }.reduce(0, +) / Double(perPhoto.count),
+                          ssim: perPhoto.map { $0.results[index].ssim }.reduce(0, +) / Double(perPhoto.count))
+        }
+        let report = QualityReport(scale: scale, photos: perPhoto, mean: mean)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            return
+        }
+        print("quality: x\(scale), \(perPhoto.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)")
+        print("| photo | " + names.joined(separator: " | ") + " |")
+        print("| --- |" + String(repeating: " ---: |", count: names.count))
+        for p in perPhoto {
+            print("| \(p.photo) | " + p.results.map { "\(fmt($0.psnr)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
+        }
+        print("| **mean** | " + mean.map { "\(fmt($0.psnr, 3)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
+    }
+
+    private func methods(from: (Int, Int), to: (Int, Int)) throws -> [(String, (Plane) throws -> Plane)] {
+        let ours = FrameScaler(input: from, output: to, layout: .gray, kernel: .lanczos3, threads: 2)
+        let sws = try SwscaleScaler(input: from, output: to, layout: .gray, algorithm: .lanczos)
+        let zimg = try ZimgScaler(input: from, output: to, layout: .gray)
+        let gray = { (p: Plane, w: Int, h: Int) in Frame(width: w, height: h, layout: .gray, planes: [p]) }
+        return [
+            ("upscale-lanczos3", { ours.scale(gray($0, from.0, from.1)).planes[0] }),
+            ("swscale-lanczos", { sws.scale(gray($0, from.0, from.1)).planes[0] }),
+            ("zimg-lanczos", { p in
+                let out = Frame(width: to.0, height: to.1, layout: .gray)
+                try zimg.scale(gray(p, from.0, from.1), into: out)
+                return out.planes[0]
+            }),
+            ("vips-lanczos3", { p in
+                let out = try ImagePlanes.resizeLanczos3(p, scale: Double(to.0) / Double(from.0))
+                return ImageMetrics.crop(out, width: to.0, height: to.1)
+            }),
+        ]
+    }
+
+    private func defaultPhotos() -> [String] {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures")
+        let local = URL(fileURLWithPath: "Tests/Fixtures")
+        let dir = FileManager.default.fileExists(atPath: local.path) ? local : folder
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        return names.filter { $0.hasSuffix(".jpg") }.sorted().map { dir.appendingPathComponent($0).path }
+    }
+}
