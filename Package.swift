@@ -85,7 +85,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleCLITests",
-            dependencies: ["UpscaleMedia", "upscale"],
+            dependencies: ["UpscaleMedia", "upscale", "upscale-bench"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

@@ -17,12 +17,24 @@ struct ChildRun {
         let start = monotonicSeconds()
         let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
         guard spawned == 0 else { throw ImageError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
+        // Peak RSS is read from /proc while the child runs: wait4's ru_maxrss would include this
+        // (large) process, whose memory the child shares until it calls exec.
         var status: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        var peak = 0
+        while true {
+            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+               let kib = Int(line.split(separator: " ").dropFirst().first ?? "") {
+                peak = max(peak, kib * 1024)
+            }
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { break }
+            if reaped < 0 && errno != EINTR { break }
+            usleep(20_000)
+        }
         let seconds = monotonicSeconds() - start
         let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return ChildRun(status: exitCode, seconds: seconds, peakRSS: usage.ru_maxrss * 1024)
+        return ChildRun(status: exitCode, seconds: seconds, peakRSS: peak)
     }
 
     /// Whether `name` is an executable on PATH.

@@ -26,6 +26,16 @@ struct CoreBench: ParsableCommand {
     @Flag(help: "Print one JSON object instead of a table.") var json = false
 
     func run() throws {
+        let report = try measure()
+        if json {
+            print(try report.json())
+        } else {
+            print("core: \(report.from) → \(report.to) yuv420p 8-bit, \(report.frames) real frames, \(threads) thread(s), median of \(runs) runs")
+            print(report.table())
+        }
+    }
+
+    func measure() throws -> SpeedReport {
         let source = input ?? defaultClip()
         let reader = try VideoFrameReader(path: source)
         let prepare = try SwscaleScaler(input: (reader.width, reader.height), output: (from.width, from.height))
@@ -58,13 +68,7 @@ struct CoreBench: ParsableCommand {
                 ratio_to_swscale: swscale > 0 ? round3(m / swscale) : 0,
                 peak_rss_delta_mb: round2(Double(rss[method.name]!) / 1e6))
         }
-        let report = SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count, results: results)
-        if json {
-            print(try report.json())
-        } else {
-            print("core: \(from) → \(to) yuv420p 8-bit, \(inputs.count) real frames of \(URL(fileURLWithPath: source).lastPathComponent), \(threads) thread(s), median of \(runs) runs")
-            print(report.table())
-        }
+        return SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count, results: results)
     }
 
     private func makeMethods() throws -> [Method] {

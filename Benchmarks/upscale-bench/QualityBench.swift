@@ -22,6 +22,20 @@ struct QualityReport: Codable {
     let mean: [QualityResult]
 }
 
+extension QualityReport {
+    func table() -> String {
+        let names = mean.map(\.method)
+        var lines = ["quality: x\(scale), \(photos.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)",
+                     "| photo | " + names.joined(separator: " | ") + " |",
+                     "| --- |" + String(repeating: " ---: |", count: names.count)]
+        for p in photos {
+            lines.append("| \(p.photo) | " + p.results.map { "\(fmt($0.psnr)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
+        }
+        lines.append("| **mean** | " + mean.map { "\(fmt($0.psnr, 3)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
+        return lines.joined(separator: "\n")
+    }
+}
+
 struct QualityBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "quality",
@@ -32,6 +46,17 @@ struct QualityBench: ParsableCommand {
     @Argument(help: "Photos (default: the photos in Tests/Fixtures).") var photos: [String] = []
 
     func run() throws {
+        let report = try measure()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            print(report.table())
+        }
+    }
+
+    func measure() throws -> QualityReport {
         guard (2...8).contains(scale) else { throw ValidationError("--scale must be 2...8") }
         let paths = photos.isEmpty ? defaultPhotos() : photos
         guard !paths.isEmpty else { throw ValidationError("no photos given and none found in Tests/Fixtures") }
@@ -58,20 +83,7 @@ struct QualityBench: ParsableCommand {
                           psnr: perPhoto.map { $0.results[index].psnr }.reduce(0, +) / Double(perPhoto.count),
                           ssim: perPhoto.map { $0.results[index].ssim }.reduce(0, +) / Double(perPhoto.count))
         }
-        let report = QualityReport(scale: scale, photos: perPhoto, mean: mean)
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
-            return
-        }
-        print("quality: x\(scale), \(perPhoto.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)")
-        print("| photo | " + names.joined(separator: " | ") + " |")
-        print("| --- |" + String(repeating: " ---: |", count: names.count))
-        for p in perPhoto {
-            print("| \(p.photo) | " + p.results.map { "\(fmt($0.psnr)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
-        }
-        print("| **mean** | " + mean.map { "\(fmt($0.psnr, 3)) / \(fmt($0.ssim, 4))" }.joined(separator: " | ") + " |")
+        return QualityReport(scale: scale, photos: perPhoto, mean: mean)
     }
 
     private func methods(from: (Int, Int), to: (Int, Int)) throws -> [(String, (Plane) throws -> Plane)] {

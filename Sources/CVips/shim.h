@@ -24,6 +24,9 @@ static inline int upscale_vips_resize_lanczos3(VipsImage *in, VipsImage **out, d
     return vips_resize(in, out, scale, "kernel", VIPS_KERNEL_LANCZOS3, NULL);
 }
 static inline int upscale_vips_pngsave(VipsImage *in, const char *path) { return vips_pngsave(in, path, NULL); }
+static inline int upscale_vips_text(VipsImage **out, const char *text, const char *font) {
+    return vips_text(out, text, "font", font, "dpi", 96, NULL);
+}
 static inline void upscale_vips_unref(VipsImage *image) { g_object_unref(image); }
 
 #endif

@@ -6,7 +6,11 @@ import UpscaleCore
 public enum ImagePlanes {
     private static let started: Bool = upscale_vips_init("upscale") == 0
 
-    private static func failure(_ what: String) -> Error {
+    static func start() throws {
+        guard started else { throw ImageError(message: "libvips failed to start") }
+    }
+
+    static func failure(_ what: String) -> Error {
         let detail = String(cString: vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown error"
         vips_error_clear()
         return ImageError(message: "\(what): \(detail)")
@@ -56,7 +60,7 @@ public enum ImagePlanes {
         }
     }
 
-    private static func plane(from image: UnsafeMutablePointer<VipsImage>) throws -> Plane {
+    static func plane(from image: UnsafeMutablePointer<VipsImage>) throws -> Plane {
         var size = 0
         guard let memory = vips_image_write_to_memory(image, &size) else { throw failure("cannot render image") }
         defer { g_free(memory) }

@@ -1,0 +1,123 @@
+import ArgumentParser
+import Foundation
+import UpscaleCore
+import UpscaleImages
+import UpscaleMedia
+
+struct ReportBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Run core, quality and e2e with defaults; write bench.md, bench.png (fps and PSNR bars) and compare.png (crops at 4x).")
+
+    @Option(help: "Folder for bench.md, bench.png and compare.png.") var out: String
+
+    func run() throws {
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let started = monotonicSeconds()
+        print("core, 1 thread…")
+        let core1 = try CoreBench.parse([]).measure()
+        print("core, 2 threads…")
+        let core2 = try CoreBench.parse(["--threads", "2"]).measure()
+        print("quality…")
+        let quality2 = try QualityBench.parse([]).measure()
+        let quality4 = try QualityBench.parse(["--scale", "4"]).measure()
+        print("e2e…")
+        let e2e = try EndToEndBench.parse([]).measure()
+
+        var md = ["# upscale-bench report", "",
+                  "\(Self.machine()), \(Self.today()). Produced by `upscale-bench report` in \(Int(monotonicSeconds() - started)) s; every table compares methods measured in the same run.", "",
+                  "## Scaler speed (\(core1.from) → \(core1.to), yuv420p 8-bit, real frames)", "",
+                  "1 thread:", "", core1.table(), "", "2 threads:", "", core2.table(), "",
+                  "## Quality (protocol of shared/notes/peers.md on the photos in Tests/Fixtures)", "",
+                  quality2.table(), "", quality4.table(), ""]
+        if let e2e {
+            md += ["## End to end (libx265, audio copied)", "", e2e.table(), ""]
+        } else {
+            md += ["## End to end", "", "skipped: the ffmpeg command is not installed", ""]
+        }
+        md += ["![fps and PSNR per method](bench.png)", "", "![crops: nearest-neighbour input, swscale Lanczos, upscale](compare.png)", ""]
+        try md.joined(separator: "\n").write(toFile: out + "/bench.md", atomically: true, encoding: .utf8)
+        try Self.chart(speed: core1, quality: quality2).savePNG(out + "/bench.png")
+        try Self.comparison().savePNG(out + "/compare.png")
+        print("wrote \(out)/bench.md, \(out)/bench.png, \(out)/compare.png")
+    }
+
+    static func machine() -> String {
+        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }?
+            .split(separator: ":").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
+        return "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(cpu)"
+    }
+
+    static func today() -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyy-MM-dd"
+        return f.string(from: Date())
+    }
+
+    /// Two horizontal bar groups: scaler fps (1 thread) and mean PSNR-Y at x2.
+    static func chart(speed: SpeedReport, quality: QualityReport) throws -> Canvas {
+        let rowHeight = 30, left = 170, barWidth = 560
+        let groups: [(String, [(String, Double)], String)] = [
+            ("Scaler fps, \(speed.from) → \(speed.to), 1 thread (higher is better)", speed.results.map { ($0.method, $0.fps) }, "%.1f fps"),
+            ("Mean PSNR-Y dB at x2 (higher is better; bars start at 25 dB)", quality.mean.map { ($0.method, $0.psnr - 25) }, "%.2f dB"),
+        ]
+        let height = groups.reduce(20) { $0 + 40 + $1.1.count * rowHeight + 20 }
+        let canvas = Canvas(width: left + barWidth + 120, height: height)
+        let colors: [(UInt8, UInt8, UInt8)] = [(214, 96, 77), (67, 147, 195), (90, 174, 97), (153, 112, 171), (224, 130, 20)]
+        var y = 20
+        for (title, values, unit) in groups {
+            try canvas.text(title, x: 10, y: y, size: 13)
+            y += 35
+            let top = max(values.map(\.1).max() ?? 1, 1e-9)
+            for (index, (name, value)) in values.enumerated() {
+                try canvas.text(name, x: 10, y: y + 6, size: 11)
+                let w = max(1, Int(Double(barWidth) * max(0, value) / top))
+                canvas.fill(x: left, y: y, width: w, height: rowHeight - 8, color: colors[index % colors.count])
+                let shown = unit.hasSuffix("dB") ? value + 25 : value
+                try canvas.text(String(format: unit, shown), x: left + w + 6, y: y + 4, size: 11)
+                y += rowHeight
+            }
+            y += 20
+        }
+        return canvas
+    }
+
+    /// A detail of the sample clip's first frame upscaled 4x: nearest neighbour, swscale Lanczos, ours.
+    static func comparison() throws -> Canvas {
+        let reader = try VideoFrameReader(path: defaultClip())
+        guard let first = try reader.next() else { throw ValidationError("the sample clip has no frames") }
+        let luma = first.frame.planes[0]
+        let input = Frame(width: luma.width, height: luma.height, layout: .gray, planes: [luma])
+        let size = (luma.width * 4, luma.height * 4)
+        let sws = try SwscaleScaler(input: (luma.width, luma.height), output: size, layout: .gray).scale(input).planes[0]
+        let ours = FrameScaler(input: (luma.width, luma.height), output: size, layout: .gray, threads: 2).scale(input).planes[0]
+        // The 64x48 input region with the most edge energy, shown 4x (256x192) and then doubled.
+        let (cw, ch) = (64, 48)
+        var best = (energy: -1, x: 0, y: 0)
+        for y in stride(from: 0, to: luma.height - ch, by: 8) {
+            for x in stride(from: 0, to: luma.width - cw, by: 8) {
+                var energy = 0
+                for yy in y..<(y + ch) { for xx in x..<(x + cw - 1) { energy += abs(Int(luma[xx + 1, yy]) - Int(luma[xx, yy])) } }
+                if energy > best.energy { best = (energy, x, y) }
+            }
+        }
+        let (cx, cy) = (best.x, best.y)
+        func crop(_ plane: Plane, scale: Int) -> Plane {
+            let out = Plane(width: cw * scale, height: ch * scale)
+            for y in 0..<out.height { for x in 0..<out.width { out[x, y] = plane[cx * scale + x, cy * scale + y] } }
+            return out
+        }
+        let panels = [("input, nearest neighbour", crop(luma, scale: 1), 8),
+                      ("swscale Lanczos 4x", crop(sws, scale: 4), 2),
+                      ("upscale lanczos3 4x", crop(ours, scale: 4), 2)]
+        let panelWidth = cw * 8, gap = 12
+        let canvas = Canvas(width: panels.count * (panelWidth + gap) + gap, height: ch * 8 + 50)
+        for (index, (label, plane, zoom)) in panels.enumerated() {
+            let x = gap + index * (panelWidth + gap)
+            try canvas.text(label, x: x, y: 10, size: 12)
+            canvas.draw(plane, x: x, y: 40, zoom: zoom)
+        }
+        return canvas
+    }
+}
