@@ -74,11 +74,14 @@ struct CoreBench: ParsableCommand {
     private func makeMethods() throws -> [Method] {
         let ours = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
                                kernel: .lanczos3, threads: threads)
+        let refined = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
+                                  kernel: .lanczos3, threads: threads, refiner: .x2)
         let sws = try SwscaleScaler(input: (from.width, from.height), output: (to.width, to.height), threads: threads)
         let zimg = try ZimgScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420)
         let scaleX = Double(to.width) / Double(from.width)
         return [
             Method(name: "upscale-lanczos3") { ours.scale($0, into: $1) },
+            Method(name: "upscale-refined") { refined.scale($0, into: $1) },
             Method(name: "swscale-lanczos") { sws.scale($0, into: $1) },
             Method(name: "zimg-lanczos") { try zimg.scale($0, into: $1) },
             Method(name: "vips-lanczos3") { source, _ in

@@ -18,6 +18,7 @@ struct PhotoQuality: Codable {
 
 struct QualityReport: Codable {
     let scale: Int
+    let downscale: String
     let photos: [PhotoQuality]
     let mean: [QualityResult]
 }
@@ -25,7 +26,7 @@ struct QualityReport: Codable {
 extension QualityReport {
     func table() -> String {
         let names = mean.map(\.method)
-        var lines = ["quality: x\(scale), \(photos.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)",
+        var lines = ["quality: x\(scale), \(downscale) downscale, \(photos.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)",
                      "| photo | " + names.joined(separator: " | ") + " |",
                      "| --- |" + String(repeating: " ---: |", count: names.count)]
         for p in photos {
@@ -42,6 +43,8 @@ struct QualityBench: ParsableCommand {
         abstract: "The quality protocol of shared/notes/peers.md: luma of real photos, libvips Lanczos3 downscale by S, upscale by S with each method, PSNR and SSIM without a 2·S border.")
 
     @Option(help: "Integer scale factor S.") var scale = 2
+    @Option(help: "How the low-resolution input is made: lanczos3 (the protocol) or box (a second degradation).")
+    var downscale = "lanczos3"
     @Flag(help: "Print one JSON object instead of tables.") var json = false
     @Argument(help: "Photos (default: the photos in Tests/Fixtures).") var photos: [String] = []
 
@@ -58,6 +61,7 @@ struct QualityBench: ParsableCommand {
 
     func measure() throws -> QualityReport {
         guard (2...8).contains(scale) else { throw ValidationError("--scale must be 2...8") }
+        guard ["lanczos3", "box"].contains(downscale) else { throw ValidationError("--downscale is lanczos3 or box") }
         let paths = photos.isEmpty ? defaultPhotos() : photos
         guard !paths.isEmpty else { throw ValidationError("no photos given and none found in Tests/Fixtures") }
         var perPhoto: [PhotoQuality] = []
@@ -65,7 +69,8 @@ struct QualityBench: ParsableCommand {
             let full = try ImagePlanes.loadLuma(path)
             let unit = 2 * scale
             let hr = ImageMetrics.crop(full, width: full.width / unit * unit, height: full.height / unit * unit)
-            let lr = try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(scale))
+            let lr = downscale == "box" ? try ImagePlanes.shrinkBox(hr, factor: scale)
+                : try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(scale))
             guard lr.width * scale == hr.width, lr.height * scale == hr.height else {
                 throw ValidationError("libvips made \(lr.width)x\(lr.height) from \(hr.width)x\(hr.height)")
             }
@@ -83,7 +88,7 @@ struct QualityBench: ParsableCommand {
                           psnr: perPhoto.map { $0.results[index].psnr }.reduce(0, +) / Double(perPhoto.count),
                           ssim: perPhoto.map { $0.results[index].ssim }.reduce(0, +) / Double(perPhoto.count))
         }
-        return QualityReport(scale: scale, photos: perPhoto, mean: mean)
+        return QualityReport(scale: scale, downscale: downscale, photos: perPhoto, mean: mean)
     }
 
     private func methods(from: (Int, Int), to: (Int, Int)) throws -> [(String, (Plane) throws -> Plane)] {
@@ -93,6 +98,13 @@ struct QualityBench: ParsableCommand {
         let gray = { (p: Plane, w: Int, h: Int) in Frame(width: w, height: h, layout: .gray, planes: [p]) }
         return [
             ("upscale-lanczos3", { ours.scale(gray($0, from.0, from.1)).planes[0] }),
+            ("upscale-refined", { p in
+                let lanczos = ours.scale(gray(p, from.0, from.1)).planes[0]
+                guard to.0 == 2 * from.0 && to.1 == 2 * from.1 else { return lanczos }
+                let out = Plane(width: to.0, height: to.1)
+                EdgeRefiner.x2.refine(lanczos, into: out, rows: 0..<to.1)
+                return out
+            }),
             ("swscale-lanczos", { sws.scale(gray($0, from.0, from.1)).planes[0] }),
             ("zimg-lanczos", { p in
                 let out = Frame(width: to.0, height: to.1, layout: .gray)

@@ -23,6 +23,9 @@ static inline int upscale_vips_extract_band(VipsImage *in, VipsImage **out, int 
 static inline int upscale_vips_resize_lanczos3(VipsImage *in, VipsImage **out, double scale) {
     return vips_resize(in, out, scale, "kernel", VIPS_KERNEL_LANCZOS3, NULL);
 }
+static inline int upscale_vips_shrink(VipsImage *in, VipsImage **out, double factor) {
+    return vips_shrink(in, out, factor, factor, NULL);
+}
 static inline int upscale_vips_pngsave(VipsImage *in, const char *path) { return vips_pngsave(in, path, NULL); }
 static inline int upscale_vips_text(VipsImage **out, const char *text, const char *font) {
     return vips_text(out, text, "font", font, "dpi", 96, NULL);

@@ -13,10 +13,13 @@ public final class FrameScaler: @unchecked Sendable {
     let resamplers: [PlaneResampler]
     let tasks: [(plane: Int, band: Int)]
     let scratch: [UnsafeMutablePointer<Int16>]
+    /// Applied to luma when the scale is exactly 2x; nil for plain resampling.
+    public let refiner: EdgeRefiner?
+    private let lanczosLuma: Plane?
 
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
-        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96
+        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96, refiner: EdgeRefiner? = nil
     ) {
         inputWidth = input.width
         inputHeight = input.height
@@ -39,6 +42,9 @@ public final class FrameScaler: @unchecked Sendable {
         }
         self.resamplers = resamplers
         tasks = resamplers.enumerated().flatMap { plane, r in (0..<r.bandCount).map { (plane, $0) } }
+        let refines = refiner != nil && output.width == 2 * input.width && output.height == 2 * input.height
+        self.refiner = refines ? refiner : nil
+        lanczosLuma = refines ? Plane(width: output.width, height: output.height) : nil
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
             let p = UnsafeMutablePointer<Int16>.allocate(capacity: max(scratchCount, 1))
@@ -61,8 +67,15 @@ public final class FrameScaler: @unchecked Sendable {
                      "destination frame does not match the scaler")
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
-            resamplers[plane].resample(
-                band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
+            let target = plane == 0 ? (lanczosLuma ?? destination.planes[0]) : destination.planes[plane]
+            resamplers[plane].resample(band: band, from: source.planes[plane], into: target, scratch: scratch[worker])
+        }
+        if let refiner, let lanczosLuma {
+            // Refinement reads a 9x9 neighbourhood of the finished Lanczos luma, so it runs after it.
+            let rows = 16
+            scheduler.run(tasks: (outputHeight + rows - 1) / rows) { task, _ in
+                refiner.refine(lanczosLuma, into: destination.planes[0], rows: (task * rows)..<min((task + 1) * rows, outputHeight))
+            }
         }
     }
 

@@ -44,15 +44,32 @@ public enum ImagePlanes {
         return try plane(from: bytes)
     }
 
-    /// Resizes a plane with libvips' Lanczos3 `resize` by `scale` (< 1 shrinks, antialiased).
-    public static func resizeLanczos3(_ plane: Plane, scale: Double) throws -> Plane {
-        guard started else { throw ImageError(message: "libvips failed to start") }
+    /// Shrinks a plane by an integer `factor` with libvips' box filter (`shrink`): each output
+    /// sample is the mean of a factor x factor block, a second degradation for the quality protocol.
+    public static func shrinkBox(_ plane: Plane, factor: Int) throws -> Plane {
+        try withImage(plane) { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_shrink(image, &out, Double(factor)) == 0, let out else { throw failure("shrink failed") }
+            defer { upscale_vips_unref(out) }
+            return try self.plane(from: out)
+        }
+    }
+
+    private static func withImage(_ plane: Plane, _ body: (UnsafeMutablePointer<VipsImage>) throws -> Plane) throws -> Plane {
+        try start()
         let packed = plane.samples
         return try packed.withUnsafeBytes { raw -> Plane in
             guard let image = vips_image_new_from_memory(raw.baseAddress, raw.count, Int32(plane.width), Int32(plane.height), 1, VIPS_FORMAT_UCHAR) else {
                 throw failure("cannot wrap a plane")
             }
             defer { upscale_vips_unref(image) }
+            return try body(image)
+        }
+    }
+
+    /// Resizes a plane with libvips' Lanczos3 `resize` by `scale` (< 1 shrinks, antialiased).
+    public static func resizeLanczos3(_ plane: Plane, scale: Double) throws -> Plane {
+        try withImage(plane) { image in
             var resized: UnsafeMutablePointer<VipsImage>?
             guard upscale_vips_resize_lanczos3(image, &resized, scale) == 0, let resized else { throw failure("resize failed") }
             defer { upscale_vips_unref(resized) }

@@ -13,10 +13,12 @@ public struct UpscaleOptions: Sendable {
     /// Threads for the upscaler core; nil = all cores.
     public var threads: Int?
     public var overwrite: Bool
+    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x only).
+    public var refine: Bool
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
-                threads: Int? = nil, overwrite: Bool = false) {
+                threads: Int? = nil, overwrite: Bool = false, refine: Bool = false) {
         self.width = width
         self.height = height
         self.scale = scale
@@ -25,6 +27,7 @@ public struct UpscaleOptions: Sendable {
         self.kernel = kernel
         self.threads = threads
         self.overwrite = overwrite
+        self.refine = refine
     }
 }
 
@@ -39,6 +42,8 @@ public struct Job: Sendable {
     public let kernel: Kernel
     public let threads: Int
     public let overwrite: Bool
+    /// Whether the luma gets EdgeRefiner's pass (asked for, and the job is exactly 2x).
+    public let refine: Bool
     /// Things the user should know (a changed container, rounded sizes).
     public let notices: [String]
 }
@@ -141,11 +146,16 @@ public enum JobPlanner {
         if isDirectory(output) {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }
+        let stored = (width: info.video!.width, height: info.video!.height)
+        let refine = options.refine && size.width == 2 * stored.width && size.height == 2 * stored.height
+        if options.refine && !refine {
+            notices.append("refinement is trained for exactly 2x (\(2 * stored.width)x\(2 * stored.height) here); this job uses plain Lanczos")
+        }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
         return Job(input: input, output: output, width: size.width, height: size.height,
                    muxer: muxerName(forExtension: ext)!, encoder: options.encoder, kernel: options.kernel,
-                   threads: threads, overwrite: options.overwrite, notices: notices)
+                   threads: threads, overwrite: options.overwrite, refine: refine, notices: notices)
     }
 
     private static func isDirectory(_ path: String) -> Bool {

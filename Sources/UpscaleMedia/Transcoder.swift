@@ -132,7 +132,8 @@ public final class Transcoder {
         let inputPool = FramePool(width: decoder.width, height: decoder.height)
         let outputPool = FramePool(width: job.width, height: job.height)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
-                                 layout: .yuv420, kernel: job.kernel, threads: job.threads)
+                                 layout: .yuv420, kernel: job.kernel, threads: job.threads,
+                                 refiner: job.refine ? EdgeRefiner.x2 : nil)
         let failure = Failure()
         let stopAll = {
             decoded.cancel()

@@ -26,14 +26,14 @@ final class BenchTests: XCTestCase {
         XCTAssertEqual(json["frames"] as? Int, 2)
         let results = try XCTUnwrap(json["results"] as? [[String: Any]])
         XCTAssertEqual(results.compactMap { $0["method"] as? String },
-                       ["upscale-lanczos3", "swscale-lanczos", "zimg-lanczos", "vips-lanczos3"])
+                       ["upscale-lanczos3", "upscale-refined", "swscale-lanczos", "zimg-lanczos", "vips-lanczos3"])
         for r in results {
             for key in ["fps", "mpix_per_s", "fps_min", "fps_max", "ratio_to_swscale"] {
                 XCTAssertNotNil(r[key] as? Double ?? (r[key] as? Int).map(Double.init), "\(key) in \(r)")
             }
             XCTAssertGreaterThan(r["fps"] as? Double ?? 0, 0)
         }
-        XCTAssertEqual(results[1]["ratio_to_swscale"] as? Double, 1)
+        XCTAssertEqual(results[2]["ratio_to_swscale"] as? Double, 1)
     }
 
     func testQualityJSONScoresPlainLanczosLikeZimg() throws {
@@ -47,5 +47,7 @@ final class BenchTests: XCTestCase {
         XCTAssertEqual(psnr["upscale-lanczos3"]!, psnr["zimg-lanczos"]!, accuracy: 0.05)
         XCTAssertEqual(ssim["upscale-lanczos3"]!, ssim["zimg-lanczos"]!, accuracy: 0.002)
         XCTAssertGreaterThan(psnr["upscale-lanczos3"]!, 25)
+        XCTAssertGreaterThan(psnr["upscale-refined"]!, psnr["zimg-lanczos"]! + 0.15)
+        XCTAssertGreaterThan(ssim["upscale-refined"]!, ssim["zimg-lanczos"]!)
     }
 }

@@ -79,6 +79,26 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    func testRefinedLosslessOutputIsExactlyTheRefinedCoreOutput() throws {
+        let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
+        let input = dir.appendingPathComponent("street-vp9-opus.webm").path
+        let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(codec: .ffv1), threads: 2, refine: true))
+        XCTAssertTrue(job.refine)
+        let source = try Measure.frames(input)
+        let result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        let refined = FrameScaler(input: (320, 240), output: (640, 480), layout: .yuv420, threads: 1, refiner: .x2)
+        let plain = FrameScaler(input: (320, 240), output: (640, 480), layout: .yuv420, threads: 1)
+        let expected = refined.scale(source[2].frame)
+        XCTAssertEqual(result[2].frame.planes[0].samples, expected.planes[0].samples)
+        XCTAssertEqual(result[2].frame.planes[1].samples, expected.planes[1].samples)
+        XCTAssertNotEqual(result[2].frame.planes[0].samples, plain.scale(source[2].frame).planes[0].samples)
+
+        let notDouble = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 480, refine: true))
+        XCTAssertFalse(notDouble.refine)
+        XCTAssertTrue(notDouble.notices.contains { $0.contains("trained for exactly 2x") }, "\(notDouble.notices)")
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
