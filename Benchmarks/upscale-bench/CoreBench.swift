@@ -28,7 +28,7 @@ struct CoreBench: ParsableCommand {
     func run() throws {
         let report = try measure()
         if json {
-            print(try report.json())
+            print(try jsonText(report))
         } else {
             print("core: \(report.from) → \(report.to) yuv420p 8-bit, \(report.frames) real frames, \(threads) thread(s), median of \(runs) runs")
             print(report.table())

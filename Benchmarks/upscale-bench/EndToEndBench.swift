@@ -37,9 +37,7 @@ struct EndToEndBench: ParsableCommand {
     func run() throws {
         guard let report = try measure() else { return }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            print(try jsonText(report))
         } else {
             print(report.table())
         }

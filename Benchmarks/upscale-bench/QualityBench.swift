@@ -51,9 +51,7 @@ struct QualityBench: ParsableCommand {
     func run() throws {
         let report = try measure()
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            print(try jsonText(report))
         } else {
             print(report.table())
         }

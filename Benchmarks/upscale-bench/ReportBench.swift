@@ -15,12 +15,15 @@ struct ReportBench: ParsableCommand {
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let started = monotonicSeconds()
         print("core, 1 thread…")
-        let core1 = try CoreBench.parse([]).measure()
+        let core1 = try CoreBench.parse(["--frames", "2", "--runs", "3"]).measure()
         print("core, 2 threads…")
-        let core2 = try CoreBench.parse(["--threads", "2"]).measure()
+        let core2 = try CoreBench.parse(["--frames", "2", "--runs", "3", "--threads", "2"]).measure()
         print("quality…")
         let quality2 = try QualityBench.parse([]).measure()
         let quality4 = try QualityBench.parse(["--scale", "4"]).measure()
+        let qualityBox = try QualityBench.parse(["--downscale", "box"]).measure()
+        print("temporal…")
+        let temporal = try TemporalBench.parse([]).measure()
         print("e2e…")
         let e2e = try EndToEndBench.parse([]).measure()
 
@@ -29,7 +32,11 @@ struct ReportBench: ParsableCommand {
                   "## Scaler speed (\(core1.from) → \(core1.to), yuv420p 8-bit, real frames)", "",
                   "1 thread:", "", core1.table(), "", "2 threads:", "", core2.table(), "",
                   "## Quality (protocol of shared/notes/peers.md on the photos in Tests/Fixtures)", "",
-                  quality2.table(), "", quality4.table(), ""]
+                  quality2.table(), "", quality4.table(), "", qualityBox.table(), "",
+                  "The refinement filters are trained for exactly 2x; at other scales `upscale-refined` is plain Lanczos.", "",
+                  "## Temporal stability (mean |Y(t) − Y(t−1)| on the sample clip's static background, 2x, 30 frames)", "",
+                  "| method | mean abs frame difference |", "| --- | ---: |"]
+                  + temporal.map { "| \($0.method) | \(fmt($0.mean_abs_frame_diff, 4)) |" } + [""]
         if let e2e {
             md += ["## End to end (libx265, audio copied)", "", e2e.table(), ""]
         } else {

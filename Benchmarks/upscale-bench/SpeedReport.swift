@@ -18,12 +18,6 @@ struct SpeedReport: Codable {
     let frames: Int
     let results: [SpeedResult]
 
-    func json() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
-    }
-
     func table() -> String {
         var lines = ["| method | fps | Mpix/s | min–max fps | × swscale | peak RSS Δ (MB) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for r in results {
@@ -31,6 +25,13 @@ struct SpeedReport: Codable {
         }
         return lines.joined(separator: "\n")
     }
+}
+
+/// One JSON object with sorted keys, as every subcommand prints with --json.
+func jsonText<T: Encodable>(_ value: T) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
 }
 
 func fmt(_ v: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", v) }

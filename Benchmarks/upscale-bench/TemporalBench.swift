@@ -24,9 +24,7 @@ struct TemporalBench: ParsableCommand {
     func run() throws {
         let results = try measure()
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(results), as: UTF8.self))
+            print(try jsonText(results))
         } else {
             print("temporal: mean |Y(t) − Y(t−1)| on static background, \(frames) frames, 2x")
             for r in results { print("| \(r.method) | \(fmt(r.mean_abs_frame_diff, 4)) |") }
