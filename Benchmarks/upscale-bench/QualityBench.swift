@@ -93,6 +93,7 @@ struct QualityBench: ParsableCommand {
         let ours = FrameScaler(input: from, output: to, layout: .gray, kernel: .lanczos3, threads: 2)
         let sws = try SwscaleScaler(input: from, output: to, layout: .gray, algorithm: .lanczos)
         let zimg = try ZimgScaler(input: from, output: to, layout: .gray)
+        let paddedX2 = EdgeRefiner.x2.paddedWeights
         let gray = { (p: Plane, w: Int, h: Int) in Frame(width: w, height: h, layout: .gray, planes: [p]) }
         return [
             ("upscale-lanczos3", { ours.scale(gray($0, from.0, from.1)).planes[0] }),
@@ -100,7 +101,7 @@ struct QualityBench: ParsableCommand {
                 let lanczos = ours.scale(gray(p, from.0, from.1)).planes[0]
                 guard to.0 == 2 * from.0 && to.1 == 2 * from.1 else { return lanczos }
                 let out = Plane(width: to.0, height: to.1)
-                EdgeRefiner.x2.refine(lanczos, into: out, rows: 0..<to.1)
+                EdgeRefiner.x2.refine(lanczos, into: out, rows: 0..<to.1, padded: paddedX2)
                 return out
             }),
             ("swscale-lanczos", { sws.scale(gray($0, from.0, from.1)).planes[0] }),

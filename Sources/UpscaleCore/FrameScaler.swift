@@ -16,6 +16,7 @@ public final class FrameScaler: @unchecked Sendable {
     /// Applied to luma when the scale is exactly 2x; nil for plain resampling.
     public let refiner: EdgeRefiner?
     private let lanczosLuma: Plane?
+    private let refinerWeights: [Float]
 
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
@@ -45,6 +46,7 @@ public final class FrameScaler: @unchecked Sendable {
         let refines = refiner != nil && output.width == 2 * input.width && output.height == 2 * input.height
         self.refiner = refines ? refiner : nil
         lanczosLuma = refines ? Plane(width: output.width, height: output.height) : nil
+        refinerWeights = refines ? refiner!.paddedWeights : []
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
             let p = UnsafeMutablePointer<Int16>.allocate(capacity: max(scratchCount, 1))
@@ -72,9 +74,10 @@ public final class FrameScaler: @unchecked Sendable {
         }
         if let refiner, let lanczosLuma {
             // Refinement reads a 9x9 neighbourhood of the finished Lanczos luma, so it runs after it.
-            let rows = 16
+            let rows = 32
             scheduler.run(tasks: (outputHeight + rows - 1) / rows) { task, _ in
-                refiner.refine(lanczosLuma, into: destination.planes[0], rows: (task * rows)..<min((task + 1) * rows, outputHeight))
+                refiner.refine(lanczosLuma, into: destination.planes[0], rows: (task * rows)..<min((task + 1) * rows, outputHeight),
+                               padded: refinerWeights)
             }
         }
     }

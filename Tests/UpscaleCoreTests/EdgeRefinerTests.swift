@@ -87,4 +87,42 @@ final class EdgeRefinerTests: XCTestCase {
         XCTAssertNil(asked.refiner)
         XCTAssertEqual(asked.scale(frame).planes[0].samples, plain)
     }
+
+    func testFastRefineMatchesPerPixelDefinition() throws {
+        // The per-pixel definition: classify with `structure`, apply the class filter to the
+        // clamped 9x9 neighbourhood, clamp to the 3x3 Lanczos range; flat pixels stay Lanczos.
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        let lanczos = upscale(photo, refined: false)
+        let fast = upscale(photo, refined: true)
+        let refiner = EdgeRefiner.x2
+        let n = refiner.size * refiner.size
+        let patch = UnsafeMutablePointer<Float>.allocate(capacity: n)
+        defer { patch.deallocate() }
+        var differing = 0
+        for y in 0..<lanczos.height {
+            for x in 0..<lanczos.width {
+                let s = EdgeRefiner.structure(lanczos, x: x, y: y)
+                var expected = lanczos[x, y]
+                if s.strength >= refiner.strengthThresholds.0 {
+                    let b = refiner.bucket(angle: s.angle, strength: s.strength, coherence: s.coherence, x: x, y: y)
+                    EdgeRefiner.patch(lanczos, x: x, y: y, size: refiner.size, into: patch)
+                    var acc: Float = 0
+                    for k in 0..<n { acc += refiner.weights[b * n + k] * patch[k] }
+                    var lo: UInt8 = 255, hi: UInt8 = 0
+                    for yy in max(y - 1, 0)...min(y + 1, lanczos.height - 1) {
+                        for xx in max(x - 1, 0)...min(x + 1, lanczos.width - 1) {
+                            lo = min(lo, lanczos[xx, yy])
+                            hi = max(hi, lanczos[xx, yy])
+                        }
+                    }
+                    expected = UInt8(min(max(acc.rounded(), Float(lo)), Float(hi)))
+                }
+                let got = fast[x, y]
+                XCTAssertLessThanOrEqual(abs(Int(got) - Int(expected)), 1, "(\(x), \(y))")
+                if got != expected { differing += 1 }
+            }
+        }
+        // Only float summation order differs, which can move a value across a rounding boundary.
+        XCTAssertLessThan(differing, lanczos.width * lanczos.height / 1000)
+    }
 }
