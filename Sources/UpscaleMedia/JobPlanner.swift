@@ -98,8 +98,11 @@ public enum JobPlanner {
             throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
         }
         var notices: [String] = []
-        let size = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
-        if size.rounded { notices.append("output size rounded to \(size.width)x\(size.height) (4:2:0 needs even sizes)") }
+        let shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
+        if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
+        // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
+        let sideways = info.video!.rotation % 180 == 90
+        let size = sideways ? (width: shown.height, height: shown.width) : (width: shown.width, height: shown.height)
         let codec = options.encoder.codec
         guard codec.accepts(width: size.width, height: size.height) else {
             throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(codec.rawValue) can encode (HEVC: 8192x4320); use --codec prores for larger output")

@@ -23,6 +23,9 @@ public struct StreamInfo: Sendable {
     public let channels: Int
     public let language: String?
     public let isAttachedPicture: Bool
+    /// The display matrix's rotation in degrees as FFmpeg's av_display_rotation_get reports it,
+    /// normalized to 0, 90, 180 or 270; players turn the stored picture by it.
+    public let rotation: Int
     public let colorRange: String
     public let colorPrimaries: String
     public let colorTransfer: String
@@ -39,12 +42,14 @@ public struct MediaInfo: Sendable {
 
     public var video: StreamInfo? { videoStreamIndex.map { streams[$0] } }
 
-    /// The picture size a player shows: stored size with the sample aspect ratio applied.
+    /// The picture size a player shows: stored size with the sample aspect ratio applied,
+    /// turned by the display rotation.
     public var displaySize: (width: Double, height: Double)? {
         guard let v = video else { return nil }
         let sar = v.sampleAspect.num > 0 && v.sampleAspect.den > 0
             ? Double(v.sampleAspect.num) / Double(v.sampleAspect.den) : 1
-        return (Double(v.width) * sar, Double(v.height))
+        let size = (Double(v.width) * sar, Double(v.height))
+        return v.rotation % 180 == 90 ? (size.1, size.0) : size
     }
 }
 
@@ -95,6 +100,7 @@ public enum MediaProbe {
                 channels: Int(par.ch_layout.nb_channels),
                 language: language,
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
+                rotation: displayRotation(of: s),
                 colorRange: cName(av_color_range_name(par.color_range)),
                 colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),
                 colorTransfer: cName(av_color_transfer_name(par.color_trc)),
@@ -128,6 +134,16 @@ public enum MediaProbe {
         }
         return records
     }
+}
+
+/// The stream's display-matrix rotation, normalized to 0, 90, 180 or 270 degrees counter-clockwise.
+func displayRotation(of stream: UnsafeMutablePointer<AVStream>) -> Int {
+    var size: Int = 0
+    guard let data = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size), size >= 36 else { return 0 }
+    let degrees = data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_get($0) }
+    guard degrees.isFinite else { return 0 }
+    let quarter = Int((degrees / 90).rounded()) * 90
+    return ((quarter % 360) + 360) % 360
 }
 
 func cName(_ text: UnsafePointer<CChar>?) -> String {

@@ -65,6 +65,14 @@ final class OutputFile {
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
+    /// Copies the input video's display matrix, so players rotate the output as they did the input.
+    func copyRotation(from input: UnsafeMutablePointer<AVStream>, to videoStream: Int) {
+        var size: Int = 0
+        guard let data = av_stream_get_side_data(input, AV_PKT_DATA_DISPLAYMATRIX, &size), size >= 36,
+              let copy = av_stream_new_side_data(stream(videoStream), AV_PKT_DATA_DISPLAYMATRIX, size) else { return }
+        copy.update(from: data, count: size)
+    }
+
     func copyMetadata(from input: UnsafeMutablePointer<AVFormatContext>, videoStream: Int, from inputStream: UnsafeMutablePointer<AVStream>) {
         av_dict_copy(&context.pointee.metadata, input.pointee.metadata, 0)
         av_dict_copy(&stream(videoStream).pointee.metadata, inputStream.pointee.metadata, 0)

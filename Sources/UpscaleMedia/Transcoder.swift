@@ -75,6 +75,7 @@ public final class Transcoder {
             globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4")
         let videoOut = try output.addStream(encoder: encoder.context)
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
+        output.copyRotation(from: videoStream, to: videoOut)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
 
         var routes: [Int: AudioRoute] = [:]

@@ -99,6 +99,25 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(notDouble.notices.contains { $0.contains("trained for exactly 2x") }, "\(notDouble.notices)")
     }
 
+    func testPortraitPhoneClipKeepsRotationAndWidthMeansDisplayedWidth() throws {
+        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("portrait.mov").path
+        // Stored 768x576, shown rotated a quarter turn: 576 wide, 768 tall, as phones record.
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input, rotation: 90)
+        let inInfo = try MediaProbe.info(input)
+        let rotation = try XCTUnwrap(inInfo.video?.rotation)
+        XCTAssertEqual(rotation % 180, 90)
+        XCTAssertTrue(inInfo.displaySize! == (576, 768))
+        let (job, _) = try run(input, UpscaleOptions(width: 288, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertTrue(job.output.hasSuffix("portrait Upscaled.mov"))
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.rotation, rotation)
+        XCTAssertEqual(info.video?.width, 384)
+        XCTAssertEqual(info.video?.height, 288)
+        XCTAssertTrue(info.displaySize! == (288, 384), "\(info.displaySize!)")
+        XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path

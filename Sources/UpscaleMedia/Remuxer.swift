@@ -1,0 +1,39 @@
+import CFFmpeg
+
+/// Copies every stream of a file into a new container without re-encoding, optionally
+/// setting the video's display rotation. The tests use it to make phone-style clips
+/// (rotated, re-containered) from real footage.
+public enum Remuxer {
+    public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil) throws {
+        MediaLibrary.configure()
+        let source = try InputFile(path: input)
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&ctx, nil, nil, output), "cannot choose a container for '\(output)'")
+        defer { avformat_free_context(ctx) }
+        let out = ctx!
+        for i in 0..<source.streamCount {
+            let s = source.stream(i)
+            guard let o = avformat_new_stream(out, nil) else { throw UpscaleError(.processing, "out of memory") }
+            try check(avcodec_parameters_copy(o.pointee.codecpar, s.pointee.codecpar), "cannot copy stream \(i)")
+            o.pointee.codecpar.pointee.codec_tag = 0
+            o.pointee.time_base = s.pointee.time_base
+            av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
+            if let degrees, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO,
+               let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
+                data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
+            }
+        }
+        try check(avio_open(&out.pointee.pb, output, AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
+        defer { avio_closep(&out.pointee.pb) }
+        try check(avformat_write_header(out, nil), "cannot start '\(output)'")
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        while try source.read(into: packet!) {
+            let index = Int(packet!.pointee.stream_index)
+            av_packet_rescale_ts(packet, source.stream(index).pointee.time_base, out.pointee.streams[index]!.pointee.time_base)
+            packet!.pointee.pos = -1
+            try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)
+        }
+        try check(av_write_trailer(out), "finishing '\(output)' failed", kind: .output)
+    }
+}
