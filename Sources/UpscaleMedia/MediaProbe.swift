@@ -39,6 +39,8 @@ public struct MediaInfo: Sendable {
     public let duration: Double
     public let streams: [StreamInfo]
     public let videoStreamIndex: Int?
+    /// Chapter titles with start and end in seconds.
+    public let chapters: [(title: String, start: Double, end: Double)]
 
     public var video: StreamInfo? { videoStreamIndex.map { streams[$0] } }
 
@@ -107,8 +109,15 @@ public enum MediaProbe {
                 colorSpace: cName(av_color_space_name(par.color_space))))
         }
         let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
+        var chapters: [(String, Double, Double)] = []
+        for i in 0..<Int(input.context.pointee.nb_chapters) {
+            guard let c = input.context.pointee.chapters[i] else { continue }
+            let title = av_dict_get(c.pointee.metadata, "title", nil, 0).map { String(cString: $0.pointee.value) } ?? ""
+            let tb = c.pointee.time_base.double
+            chapters.append((title, Double(c.pointee.start) * tb, Double(c.pointee.end) * tb))
+        }
         return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
-                         videoStreamIndex: try? input.videoStreamIndex())
+                         videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters)
     }
 
     /// Every packet of stream `index`, in file order.

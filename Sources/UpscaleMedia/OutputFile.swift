@@ -65,6 +65,28 @@ final class OutputFile {
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
+    /// Copies chapters (times and titles). The muxer frees them with the context.
+    func copyChapters(from input: UnsafeMutablePointer<AVFormatContext>) {
+        let count = Int(input.pointee.nb_chapters)
+        guard count > 0, context.pointee.nb_chapters == 0,
+              let list = av_calloc(count, MemoryLayout<UnsafeMutablePointer<AVChapter>?>.stride) else { return }
+        let chapters = list.bindMemory(to: UnsafeMutablePointer<AVChapter>?.self, capacity: count)
+        var made = 0
+        for i in 0..<count {
+            guard let source = input.pointee.chapters[i],
+                  let chapter = av_mallocz(MemoryLayout<AVChapter>.size)?.bindMemory(to: AVChapter.self, capacity: 1) else { continue }
+            chapter.pointee.id = source.pointee.id
+            chapter.pointee.time_base = source.pointee.time_base
+            chapter.pointee.start = source.pointee.start
+            chapter.pointee.end = source.pointee.end
+            av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
+            chapters[made] = chapter
+            made += 1
+        }
+        context.pointee.chapters = chapters
+        context.pointee.nb_chapters = UInt32(made)
+    }
+
     /// Copies the input video's display matrix, so players rotate the output as they did the input.
     func copyRotation(from input: UnsafeMutablePointer<AVStream>, to videoStream: Int) {
         var size: Int = 0

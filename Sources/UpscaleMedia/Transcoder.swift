@@ -76,6 +76,7 @@ public final class Transcoder {
         let videoOut = try output.addStream(encoder: encoder.context)
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
+        output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
 
         var routes: [Int: AudioRoute] = [:]
@@ -96,6 +97,12 @@ public final class Transcoder {
                     routes[i] = .transcode(t, output: out)
                     transcoded += 1
                     logger.notice("audio stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); re-encoded to AAC")
+                }
+            case AVMEDIA_TYPE_SUBTITLE:
+                if output.canHold(par.pointee.codec_id) {
+                    routes[i] = .copy(output: try output.addCopiedStream(from: s))
+                } else {
+                    logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
                 }
             case AVMEDIA_TYPE_VIDEO where s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0:
                 logger.notice("cover art (stream \(i)) is not copied")

@@ -118,6 +118,30 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
+    func testSubtitlesAndChaptersAreKeptInMKVAndReportedForMP4() throws {
+        let dir = try Fixtures.workspace(copying: ["street-subs.mkv"])
+        let input = dir.appendingPathComponent("street-subs.mkv").path
+        let (job, _) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertTrue(job.output.hasSuffix("street-subs Upscaled.mkv"))
+        let inInfo = try MediaProbe.info(input), info = try MediaProbe.info(job.output)
+        let inSubs = inInfo.streams.first { $0.kind == .subtitle }!
+        let subs = try XCTUnwrap(info.streams.first { $0.kind == .subtitle })
+        XCTAssertEqual(subs.codec, "subrip")
+        XCTAssertEqual(subs.language, "eng")
+        XCTAssertEqual(try MediaProbe.packets(job.output, stream: subs.index).map(\.checksum),
+                       try MediaProbe.packets(input, stream: inSubs.index).map(\.checksum))
+        XCTAssertEqual(info.chapters.map(\.title), ["First second", "Second second"])
+        XCTAssertEqual(info.chapters[1].start, 1.0, accuracy: 0.001)
+
+        // .mp4 cannot carry SubRip as it is: the job still succeeds, without that stream.
+        let mp4 = dir.appendingPathComponent("out.mp4").path
+        let (_, summary) = try run(input, UpscaleOptions(width: 384, output: mp4, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.audioCopied, 1)
+        let mp4Info = try MediaProbe.info(mp4)
+        XCTAssertNil(mp4Info.streams.first { $0.kind == .subtitle })
+        XCTAssertEqual(mp4Info.chapters.count, 2)
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
