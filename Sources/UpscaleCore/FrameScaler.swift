@@ -55,7 +55,41 @@ public final class FrameScaler: @unchecked Sendable {
         }
     }
 
-    deinit { scratch.forEach { $0.deallocate() } }
+    /// Float scratch for 16-bit frames, one per worker, made on the first 16-bit frame.
+    private var floatScratch: [UnsafeMutablePointer<Float>] = []
+
+    deinit {
+        scratch.forEach { $0.deallocate() }
+        floatScratch.forEach { $0.deallocate() }
+    }
+
+    /// Scales a 10/12/16-bit frame (no refinement: its filters are trained on 8-bit photos).
+    /// Not reentrant: one call at a time per scaler.
+    public func scale(_ source: Frame16, into destination: Frame16) {
+        precondition(source.width == inputWidth && source.height == inputHeight && source.layout == layout,
+                     "source frame does not match the scaler")
+        precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
+                     "destination frame does not match the scaler")
+        if floatScratch.isEmpty {
+            let count = max(resamplers.map(\.scratchCount).max() ?? 1, 1)
+            floatScratch = (0..<scheduler.threads).map { _ in
+                let p = UnsafeMutablePointer<Float>.allocate(capacity: count)
+                p.initialize(repeating: 0, count: count)
+                return p
+            }
+        }
+        scheduler.run(tasks: tasks.count) { task, worker in
+            let (plane, band) = tasks[task]
+            resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
+                                         scratch: floatScratch[worker])
+        }
+    }
+
+    public func scale(_ source: Frame16) -> Frame16 {
+        let out = Frame16(width: outputWidth, height: outputHeight, layout: layout, bitDepth: source.bitDepth)
+        scale(source, into: out)
+        return out
+    }
 
     public func makeOutputFrame() -> Frame {
         Frame(width: outputWidth, height: outputHeight, layout: layout)

@@ -67,6 +67,60 @@ public struct PlaneResampler: Sendable {
         }
     }
 
+    /// The 16-bit counterpart of `resample`: the same filter banks, with weights as Float
+    /// (exact: Q14 values divided by 16384), Float intermediates, and the result rounded and
+    /// clamped to `0...maxValue`.
+    public func resample16(band: Int, from source: Plane16, into destination: Plane16, scratch: UnsafeMutablePointer<Float>) {
+        let rows = (band * bandHeight)..<min((band + 1) * bandHeight, vertical.outputSize)
+        let span = vertical.inputSpan(of: rows)
+        let width = horizontal.outputSize
+        let scale: Float = 1 / Float(FilterBank.one)
+        horizontal.starts.withUnsafeBufferPointer { starts in
+            horizontal.coefficients.withUnsafeBufferPointer { coefficients in
+                let taps = horizontal.taps
+                for y in span {
+                    let out = scratch + (y - span.lowerBound) * width
+                    let row = source.row(y)
+                    for x in 0..<width {
+                        let s = row + Int(starts[x])
+                        let c = coefficients.baseAddress! + x * taps
+                        var acc: Float = 0
+                        for k in 0..<taps { acc += Float(c[k]) * Float(s[k]) }
+                        out[x] = acc * scale
+                    }
+                }
+            }
+        }
+        let maxValue = Float(destination.maxValue)
+        vertical.starts.withUnsafeBufferPointer { starts in
+            vertical.coefficients.withUnsafeBufferPointer { coefficients in
+                let taps = vertical.taps
+                for y in rows {
+                    let first = scratch + (Int(starts[y]) - span.lowerBound) * width
+                    let weights = coefficients.baseAddress! + y * taps
+                    let out = destination.row(y)
+                    var x = 0
+                    while x + 16 <= width {
+                        var acc = SIMD16<Float>()
+                        for k in 0..<taps {
+                            acc += UnsafeRawPointer(first + k * width + x).loadUnaligned(as: SIMD16<Float>.self)
+                                * SIMD16<Float>(repeating: Float(weights[k]) * scale)
+                        }
+                        let clamped = (acc.rounded(.toNearestOrAwayFromZero)).clamped(lowerBound: SIMD16(repeating: 0), upperBound: SIMD16(repeating: maxValue))
+                        for l in 0..<16 { out[x + l] = UInt16(clamped[l]) }
+                        x += 16
+                    }
+                    while x < width {
+                        var acc: Float = 0
+                        for k in 0..<taps { acc += first[k * width + x] * (Float(weights[k]) * scale) }
+                        out[x] = UInt16(min(max(acc.rounded(), 0), maxValue))
+                        x += 1
+                    }
+                }
+            }
+        }
+    }
+
     /// Horizontal pass for outputs `range`: Q14 weights times 8-bit samples, kept as sample·64 in Int16.
     @inline(__always)
     static func filterRange(

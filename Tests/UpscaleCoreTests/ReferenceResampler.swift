@@ -23,20 +23,30 @@ enum ReferenceResampler {
     }
 
     static func resample(_ plane: Plane, horizontal: SampleGrid, vertical: SampleGrid, kernel: Kernel) -> [UInt8] {
+        values(height: plane.height, sample: { Double(plane[$0, $1]) }, horizontal: horizontal, vertical: vertical, kernel: kernel)
+            .map { UInt8(min(max($0.rounded(), 0), 255)) }
+    }
+
+    static func resample(_ plane: Plane16, horizontal: SampleGrid, vertical: SampleGrid, kernel: Kernel) -> [UInt16] {
+        values(height: plane.height, sample: { Double(plane[$0, $1]) }, horizontal: horizontal, vertical: vertical, kernel: kernel)
+            .map { UInt16(min(max($0.rounded(), 0), Double(plane.maxValue))) }
+    }
+
+    /// Unrounded output values, row-major.
+    static func values(height: Int, sample: (Int, Int) -> Double, horizontal: SampleGrid, vertical: SampleGrid, kernel: Kernel) -> [Double] {
         let hw = weights(grid: horizontal, kernel: kernel)
         let vw = weights(grid: vertical, kernel: kernel)
         let outW = horizontal.outputSize, outH = vertical.outputSize
-        var rows = [Double](repeating: 0, count: outW * plane.height)
-        for y in 0..<plane.height {
+        var rows = [Double](repeating: 0, count: outW * height)
+        for y in 0..<height {
             for x in 0..<outW {
-                rows[y * outW + x] = hw[x].reduce(0) { $0 + $1.weight * Double(plane[$1.index, y]) }
+                rows[y * outW + x] = hw[x].reduce(0) { $0 + $1.weight * sample($1.index, y) }
             }
         }
-        var out = [UInt8](repeating: 0, count: outW * outH)
+        var out = [Double](repeating: 0, count: outW * outH)
         for y in 0..<outH {
             for x in 0..<outW {
-                let v = vw[y].reduce(0) { $0 + $1.weight * rows[$1.index * outW + x] }
-                out[y * outW + x] = UInt8(min(max(v.rounded(), 0), 255))
+                out[y * outW + x] = vw[y].reduce(0) { $0 + $1.weight * rows[$1.index * outW + x] }
             }
         }
         return out
