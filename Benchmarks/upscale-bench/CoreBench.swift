@@ -8,6 +8,7 @@ import UpscaleMedia
 struct Method {
     let name: String
     let run: (Frame, Frame) throws -> Void
+    var run10: ((Frame16, Frame16) throws -> Void)? = nil
 }
 
 struct CoreBench: ParsableCommand {
@@ -20,6 +21,8 @@ struct CoreBench: ParsableCommand {
     @Option(help: "Frames per run.") var frames = 4
     @Option(help: "Timed runs per method (after one warm-up run).") var runs = 5
     @Option(help: "Threads for every method that takes a thread count.") var threads = 1
+    @Option(help: "Sample bit depth: 8, or 10 (16-bit planes; the 8-bit frames widened, upscale-lanczos3 and swscale-lanczos only).")
+    var depth = 8
     @Option(help: "Video whose first frames are used (default: Samples/street.mp4), scaled to --from once, untimed.")
     var input: String?
     @Option(parsing: .upToNextOption, help: "Methods to run (default: all).") var methods: [String] = []
@@ -30,7 +33,7 @@ struct CoreBench: ParsableCommand {
         if json {
             print(try jsonText(report))
         } else {
-            print("core: \(report.from) → \(report.to) yuv420p 8-bit, \(report.frames) real frames, \(threads) thread(s), median of \(runs) runs")
+            print("core: \(report.from) → \(report.to) yuv420p \(depth)-bit, \(report.frames) real frames, \(threads) thread(s), median of \(runs) runs")
             print(report.table())
         }
     }
@@ -43,7 +46,10 @@ struct CoreBench: ParsableCommand {
         while inputs.count < frames, let next = try reader.next() { inputs.append(prepare.scale(next.frame)) }
         guard !inputs.isEmpty else { throw ValidationError("'\(source)' has no frames") }
 
-        var all = try makeMethods()
+        guard depth == 8 || depth == 10 else { throw ValidationError("--depth is 8 or 10") }
+        var all = depth == 8 ? try makeMethods() : try makeMethods10()
+        let wide = depth == 10 ? inputs.map(Self.widen) : []
+        let output16 = Frame16(width: to.width, height: to.height, layout: .yuv420, bitDepth: 10)
         if !methods.isEmpty { all = all.filter { methods.contains($0.name) } }
         let output = Frame(width: to.width, height: to.height, layout: .yuv420)
         var times: [String: [Double]] = [:]
@@ -52,7 +58,11 @@ struct CoreBench: ParsableCommand {
             for method in all {
                 let before = peakRSS()
                 let start = monotonicSeconds()
-                for frame in inputs { try method.run(frame, output) }
+                if depth == 10 {
+                    for frame in wide { try method.run10?(frame, output16) }
+                } else {
+                    for frame in inputs { try method.run(frame, output) }
+                }
                 let elapsed = monotonicSeconds() - start
                 rss[method.name] = max(rss[method.name] ?? 0, peakRSS() - before)
                 if round > 0 { times[method.name, default: []].append(Double(inputs.count) / elapsed) }
@@ -69,6 +79,26 @@ struct CoreBench: ParsableCommand {
                 peak_rss_delta_mb: round2(Double(rss[method.name]!) / 1e6))
         }
         return SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count, results: results)
+    }
+
+    /// An 8-bit frame as 10-bit samples (value·4 plus the top two bits again, so all ten bits vary).
+    static func widen(_ frame: Frame) -> Frame16 {
+        let planes = frame.planes.map { p -> Plane16 in
+            let out = Plane16(width: p.width, height: p.height, bitDepth: 10)
+            for y in 0..<p.height { for x in 0..<p.width { out[x, y] = UInt16(p[x, y]) << 2 | UInt16(p[x, y] >> 6) } }
+            return out
+        }
+        return Frame16(width: frame.width, height: frame.height, layout: frame.layout, planes: planes)
+    }
+
+    private func makeMethods10() throws -> [Method] {
+        let ours = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
+                               kernel: .lanczos3, threads: threads)
+        let sws = try SwscaleScaler(input: (from.width, from.height), output: (to.width, to.height), threads: threads, bitDepth: 10)
+        return [
+            Method(name: "upscale-lanczos3", run: { _, _ in }, run10: { ours.scale($0, into: $1) }),
+            Method(name: "swscale-lanczos", run: { _, _ in }, run10: { sws.scale($0, into: $1) }),
+        ]
     }
 
     private func makeMethods() throws -> [Method] {

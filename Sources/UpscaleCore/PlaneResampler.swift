@@ -81,12 +81,17 @@ public struct PlaneResampler: Sendable {
                 for y in span {
                     let out = scratch + (y - span.lowerBound) * width
                     let row = source.row(y)
-                    for x in 0..<width {
-                        let s = row + Int(starts[x])
-                        let c = coefficients.baseAddress! + x * taps
-                        var acc: Float = 0
-                        for k in 0..<taps { acc += Float(c[k]) * Float(s[k]) }
-                        out[x] = acc * scale
+                    var done = 0
+                    if let polyphase, polyphase.factor == 2 {
+                        done = Self.filterRowPolyphase16(row, into: out, polyphase: polyphase, taps: taps, scale: scale)
+                        Self.filterRange16(row, into: out, range: 0..<(2 * polyphase.interior.lowerBound), starts: starts.baseAddress!,
+                                           coefficients: coefficients.baseAddress!, fixedTaps: taps, scale: scale)
+                    }
+                    let rest = (2 * done)..<width
+                    switch taps {
+                    case 6: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: 6, scale: scale)
+                    case 4: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: 4, scale: scale)
+                    default: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: taps, scale: scale)
                     }
                 }
             }
@@ -106,8 +111,11 @@ public struct PlaneResampler: Sendable {
                             acc += UnsafeRawPointer(first + k * width + x).loadUnaligned(as: SIMD16<Float>.self)
                                 * SIMD16<Float>(repeating: Float(weights[k]) * scale)
                         }
-                        let clamped = (acc.rounded(.toNearestOrAwayFromZero)).clamped(lowerBound: SIMD16(repeating: 0), upperBound: SIMD16(repeating: maxValue))
-                        for l in 0..<16 { out[x + l] = UInt16(clamped[l]) }
+                        // Round with the 1.5·2^23 trick and clamp in integer lanes (the generic
+                        // rounding and clamping calls are slow; see shared SIMD notes).
+                        let clamped = pointwiseMin(pointwiseMax(acc, SIMD16(repeating: 0)), SIMD16(repeating: maxValue))
+                        let bits = unsafeBitCast(clamped + 12_582_912.0, to: SIMD16<Int32>.self) &- 0x4B40_0000
+                        UnsafeMutableRawPointer(out + x).storeBytes(of: SIMD16<UInt16>(truncatingIfNeeded: bits), as: SIMD16<UInt16>.self)
                         x += 16
                     }
                     while x < width {
@@ -119,6 +127,57 @@ public struct PlaneResampler: Sendable {
                 }
             }
         }
+    }
+
+    @inline(__always)
+    static func filterRange16(
+        _ row: UnsafePointer<UInt16>, into out: UnsafeMutablePointer<Float>, range: Range<Int>,
+        starts: UnsafePointer<Int32>, coefficients: UnsafePointer<Int16>, fixedTaps taps: Int, scale: Float
+    ) {
+        for x in range {
+            let s = row + Int(starts[x])
+            let c = coefficients + x * taps
+            var acc: Int64 = 0
+            for k in 0..<taps { acc &+= Int64(c[k]) &* Int64(s[k]) }
+            out[x] = Float(acc) * scale
+        }
+    }
+
+    /// 2x polyphase horizontal pass for 16-bit rows in Float, 16 input positions at a time;
+    /// returns the first input position it did not cover. Same scheme as the 8-bit pass.
+    @inline(__always)
+    static func filterRowPolyphase16(
+        _ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>,
+        polyphase: FilterBank.Polyphase, taps: Int, scale: Float
+    ) -> Int {
+        var i = polyphase.interior.lowerBound
+        let end = polyphase.interior.upperBound
+        polyphase.coefficients.withUnsafeBufferPointer { weights in
+            let even = polyphase.offsets[0], odd = polyphase.offsets[1]
+            while i + 16 <= end {
+                let e = phase16(source + i + even, weights.baseAddress!, taps: taps) * scale
+                let o = phase16(source + i + odd, weights.baseAddress! + taps, taps: taps) * scale
+                // Interleave through 64-bit lanes: the even value lands first (little-endian).
+                let pairs = SIMD16<UInt64>(truncatingIfNeeded: unsafeBitCast(e, to: SIMD16<UInt32>.self))
+                    | SIMD16<UInt64>(truncatingIfNeeded: unsafeBitCast(o, to: SIMD16<UInt32>.self)) &<< 32
+                UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt64>.self)
+                i += 16
+            }
+        }
+        return i
+    }
+
+    /// Σ weight[k]·source[l + k] for 16 consecutive positions, in Float (samples converted
+    /// exactly with the 2^23 exponent trick, which avoids the slow generic conversion).
+    @inline(__always)
+    static func phase16(_ source: UnsafePointer<UInt16>, _ weights: UnsafePointer<Int16>, taps: Int) -> SIMD16<Float> {
+        var acc = SIMD16<Float>()
+        for k in 0..<taps {
+            let v = UnsafeRawPointer(source + k).loadUnaligned(as: SIMD16<UInt16>.self)
+            let f = unsafeBitCast(SIMD16<UInt32>(truncatingIfNeeded: v) | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
+            acc += f * SIMD16<Float>(repeating: Float(weights[k]))
+        }
+        return acc
     }
 
     /// Horizontal pass for outputs `range`: Q14 weights times 8-bit samples, kept as sample·64 in Int16.

@@ -22,14 +22,20 @@ public final class SwscaleScaler {
     public let layout: ChromaLayout
 
     /// `threads` is honoured where libswscale supports it (FFmpeg 5.0 and later).
+    /// `bitDepth` 8 scales `Frame`s; 10 scales `Frame16`s with 10-bit samples.
     public init(input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout = .yuv420,
-                algorithm: Algorithm = .lanczos, threads: Int = 1) throws {
+                algorithm: Algorithm = .lanczos, threads: Int = 1, bitDepth: Int = 8) throws {
         let format: AVPixelFormat
-        switch layout {
-        case .yuv420: format = AV_PIX_FMT_YUV420P
-        case .yuv422: format = AV_PIX_FMT_YUV422P
-        case .yuv444: format = AV_PIX_FMT_YUV444P
-        case .gray: format = AV_PIX_FMT_GRAY8
+        switch (layout, bitDepth) {
+        case (.yuv420, 8): format = AV_PIX_FMT_YUV420P
+        case (.yuv422, 8): format = AV_PIX_FMT_YUV422P
+        case (.yuv444, 8): format = AV_PIX_FMT_YUV444P
+        case (.gray, 8): format = AV_PIX_FMT_GRAY8
+        case (.yuv420, 10): format = AV_PIX_FMT_YUV420P10LE
+        case (.yuv422, 10): format = AV_PIX_FMT_YUV422P10LE
+        case (.yuv444, 10): format = AV_PIX_FMT_YUV444P10LE
+        case (.gray, 10): format = AV_PIX_FMT_GRAY10LE
+        default: throw UpscaleError(.usage, "libswscale comparison supports 8 and 10 bits, not \(bitDepth)")
         }
         guard let ctx = sws_alloc_context() else { throw UpscaleError(.processing, "out of memory") }
         av_opt_set_int(UnsafeMutableRawPointer(ctx), "srcw", Int64(input.width), 0)
@@ -59,6 +65,15 @@ public final class SwscaleScaler {
         var srcStride = source.planes.map { Int32($0.stride) }
         var dst = destination.planes.map { $0.base as UnsafeMutablePointer<UInt8>? }
         var dstStride = destination.planes.map { Int32($0.stride) }
+        while src.count < 4 { src.append(nil); srcStride.append(0); dst.append(nil); dstStride.append(0) }
+        _ = sws_scale(context, &src, &srcStride, 0, Int32(source.height), &dst, &dstStride)
+    }
+
+    public func scale(_ source: Frame16, into destination: Frame16) {
+        var src = source.planes.map { UnsafeRawPointer($0.base).assumingMemoryBound(to: UInt8.self) as UnsafePointer<UInt8>? }
+        var srcStride = source.planes.map { Int32($0.stride * 2) }
+        var dst = destination.planes.map { UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self) as UnsafeMutablePointer<UInt8>? }
+        var dstStride = destination.planes.map { Int32($0.stride * 2) }
         while src.count < 4 { src.append(nil); srcStride.append(0); dst.append(nil); dstStride.append(0) }
         _ = sws_scale(context, &src, &srcStride, 0, Int32(source.height), &dst, &dstStride)
     }
