@@ -41,11 +41,48 @@ func median(_ values: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-/// Peak resident set size of this process so far, in bytes (Linux ru_maxrss is in KiB).
-func peakRSS() -> Int {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return usage.ru_maxrss * 1024
+/// Resident memory of this process now, in bytes (from /proc/self/statm).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+}
+
+/// Samples resident memory every millisecond while `body` runs; returns the highest value
+/// seen minus the value before, so each method's own peak (scratch, buffers) shows.
+func peakResidentGrowth(_ body: () throws -> Void) rethrows -> Int {
+    final class Sampler: @unchecked Sendable {
+        let lock = NSLock()
+        var peak = 0
+        var running = true
+    }
+    let sampler = Sampler()
+    let before = residentBytes()
+    sampler.peak = before
+    let done = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        while true {
+            let now = residentBytes()
+            sampler.lock.lock()
+            sampler.peak = max(sampler.peak, now)
+            let go = sampler.running
+            sampler.lock.unlock()
+            if !go { break }
+            usleep(1000)
+        }
+        done.signal()
+    }
+    defer {
+        sampler.lock.lock()
+        sampler.running = false
+        sampler.lock.unlock()
+        done.wait()
+    }
+    try body()
+    sampler.lock.lock()
+    sampler.peak = max(sampler.peak, residentBytes())
+    sampler.lock.unlock()
+    return max(0, sampler.peak - before)
 }
 
 func monotonicSeconds() -> Double {

@@ -56,15 +56,17 @@ struct CoreBench: ParsableCommand {
         var rss: [String: Int] = [:]
         for round in 0...runs {
             for method in all {
-                let before = peakRSS()
-                let start = monotonicSeconds()
-                if depth == 10 {
-                    for frame in wide { try method.run10?(frame, output16) }
-                } else {
-                    for frame in inputs { try method.run(frame, output) }
+                var elapsed = 0.0
+                let growth = try peakResidentGrowth {
+                    let start = monotonicSeconds()
+                    if depth == 10 {
+                        for frame in wide { try method.run10?(frame, output16) }
+                    } else {
+                        for frame in inputs { try method.run(frame, output) }
+                    }
+                    elapsed = monotonicSeconds() - start
                 }
-                let elapsed = monotonicSeconds() - start
-                rss[method.name] = max(rss[method.name] ?? 0, peakRSS() - before)
+                rss[method.name] = max(rss[method.name] ?? 0, growth)
                 if round > 0 { times[method.name, default: []].append(Double(inputs.count) / elapsed) }
             }
         }
@@ -91,33 +93,52 @@ struct CoreBench: ParsableCommand {
         return Frame16(width: frame.width, height: frame.height, layout: frame.layout, planes: planes)
     }
 
-    private func makeMethods10() throws -> [Method] {
-        let ours = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
-                               kernel: .lanczos3, threads: threads)
-        let sws = try SwscaleScaler(input: (from.width, from.height), output: (to.width, to.height), threads: threads, bitDepth: 10)
-        return [
-            Method(name: "upscale-lanczos3", run: { _, _ in }, run10: { ours.scale($0, into: $1) }),
-            Method(name: "swscale-lanczos", run: { _, _ in }, run10: { sws.scale($0, into: $1) }),
-        ]
-    }
 
+    /// Each scaler is built on its first call, inside the measured region, so its own
+    /// buffers count towards its peak resident growth.
     private func makeMethods() throws -> [Method] {
-        let ours = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
-                               kernel: .lanczos3, threads: threads)
-        let refined = FrameScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420,
-                                  kernel: .lanczos3, threads: threads, refiner: .x2)
-        let sws = try SwscaleScaler(input: (from.width, from.height), output: (to.width, to.height), threads: threads)
-        let zimg = try ZimgScaler(input: (from.width, from.height), output: (to.width, to.height), layout: .yuv420)
+        let (input, output) = ((from.width, from.height), (to.width, to.height))
+        let ours = Lazy { FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads) }
+        let refined = Lazy {
+            FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads, refiner: .x2)
+        }
+        let sws = Lazy { try SwscaleScaler(input: input, output: output, threads: threads) }
+        let zimg = Lazy { try ZimgScaler(input: input, output: output, layout: .yuv420) }
         let scaleX = Double(to.width) / Double(from.width)
         return [
-            Method(name: "upscale-lanczos3") { ours.scale($0, into: $1) },
-            Method(name: "upscale-refined") { refined.scale($0, into: $1) },
-            Method(name: "swscale-lanczos") { sws.scale($0, into: $1) },
-            Method(name: "zimg-lanczos") { try zimg.scale($0, into: $1) },
+            Method(name: "upscale-lanczos3") { try ours.get().scale($0, into: $1) },
+            Method(name: "upscale-refined") { try refined.get().scale($0, into: $1) },
+            Method(name: "swscale-lanczos") { try sws.get().scale($0, into: $1) },
+            Method(name: "zimg-lanczos") { try zimg.get().scale($0, into: $1) },
             Method(name: "vips-lanczos3") { source, _ in
                 for plane in source.planes { _ = try ImagePlanes.resizeLanczos3(plane, scale: scaleX) }
             },
         ]
+    }
+
+    private func makeMethods10() throws -> [Method] {
+        let (input, output) = ((from.width, from.height), (to.width, to.height))
+        let ours = Lazy { FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads) }
+        let sws = Lazy { try SwscaleScaler(input: input, output: output, threads: threads, bitDepth: 10) }
+        return [
+            Method(name: "upscale-lanczos3", run: { _, _ in }, run10: { try ours.get().scale($0, into: $1) }),
+            Method(name: "swscale-lanczos", run: { _, _ in }, run10: { try sws.get().scale($0, into: $1) }),
+        ]
+    }
+}
+
+/// A value made on first use.
+final class Lazy<Value> {
+    private let make: () throws -> Value
+    private var value: Value?
+
+    init(_ make: @escaping () throws -> Value) { self.make = make }
+
+    func get() throws -> Value {
+        if let value { return value }
+        let made = try make()
+        value = made
+        return made
     }
 }
 
