@@ -27,6 +27,7 @@ final class CLITests: XCTestCase {
         for name in names {
             try FileManager.default.copyItem(at: Self.fixtures.appendingPathComponent(name), to: dir.appendingPathComponent(name))
         }
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
         return dir
     }
 

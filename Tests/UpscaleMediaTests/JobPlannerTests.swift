@@ -19,7 +19,7 @@ final class JobPlannerTests: XCTestCase {
     }
 
     func testNamingAndContainerRules() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4", "street-mjpeg.avi", "street-vp9-opus.webm"])
+        let dir = try workspace(copying: ["street-2s.mp4", "street-mjpeg.avi", "street-vp9-opus.webm"])
         let mp4 = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path, options: UpscaleOptions())
         XCTAssertEqual(URL(fileURLWithPath: mp4.output).lastPathComponent, "street-2s Upscaled.mp4")
         XCTAssertEqual(mp4.muxer, "mp4")
@@ -38,7 +38,7 @@ final class JobPlannerTests: XCTestCase {
     }
 
     func testHEVCLimitNamesProRes() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
         XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240))) { error in
             XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
@@ -49,7 +49,7 @@ final class JobPlannerTests: XCTestCase {
     }
 
     func testBadInputsGiveOneLineErrors() throws {
-        let dir = try Fixtures.workspace(copying: ["tone.m4a"])
+        let dir = try workspace(copying: ["tone.m4a"])
         let empty = dir.appendingPathComponent("empty.mp4")
         FileManager.default.createFile(atPath: empty.path, contents: Data())
         let text = dir.appendingPathComponent("notes.mp4")

@@ -25,6 +25,15 @@ enum Fixtures {
     }
 }
 
+extension XCTestCase {
+    /// A temporary folder with copies of the named fixtures, removed when the test ends.
+    func workspace(copying names: [String] = []) throws -> URL {
+        let dir = try Fixtures.workspace(copying: names)
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        return dir
+    }
+}
+
 enum Measure {
     /// PSNR in dB between two planes of the same size (infinity when identical).
     static func psnr(_ a: Plane, _ b: Plane) -> Double {

@@ -11,7 +11,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testRealClipToHEVCKeepsFramesTimestampsAndAudio() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
         let (job, summary) = try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast", threads: 2), threads: 2))
         XCTAssertEqual(job.output, dir.appendingPathComponent("street-2s Upscaled.mp4").path)
@@ -62,7 +62,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testLosslessFFV1OutputIsExactlyTheCoreOutput() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
         let (job, _) = try run(input, UpscaleOptions(width: 1000, encoder: EncoderSettings(codec: .ffv1), threads: 2))
         XCTAssertTrue(job.output.hasSuffix("street-2s Upscaled.mkv"))
@@ -80,7 +80,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testRefinedLosslessOutputIsExactlyTheRefinedCoreOutput() throws {
-        let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
+        let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
         let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(codec: .ffv1), threads: 2, refine: true))
         XCTAssertTrue(job.refine)
@@ -100,7 +100,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testPortraitPhoneClipKeepsRotationAndWidthMeansDisplayedWidth() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("portrait.mov").path
         // Stored 768x576, shown rotated a quarter turn: 576 wide, 768 tall, as phones record.
         try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input, rotation: 90)
@@ -119,7 +119,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testSubtitlesAndChaptersAreKeptInMKVAndReportedForMP4() throws {
-        let dir = try Fixtures.workspace(copying: ["street-subs.mkv"])
+        let dir = try workspace(copying: ["street-subs.mkv"])
         let input = dir.appendingPathComponent("street-subs.mkv").path
         let (job, _) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
         XCTAssertTrue(job.output.hasSuffix("street-subs Upscaled.mkv"))
@@ -143,7 +143,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testOpusInWebMIsReencodedToAACInMov() throws {
-        let dir = try Fixtures.workspace(copying: ["street-vp9-opus.webm"])
+        let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
         let (job, summary) = try run(input, UpscaleOptions(encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
         XCTAssertTrue(job.output.hasSuffix("street-vp9-opus Upscaled.mov"))
@@ -161,7 +161,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testFullRangeMJPEGInAVIKeepsFullRangeInHEVC() throws {
-        let dir = try Fixtures.workspace(copying: ["street-mjpeg.avi"])
+        let dir = try workspace(copying: ["street-mjpeg.avi"])
         let input = dir.appendingPathComponent("street-mjpeg.avi").path
         let (job, _) = try run(input, UpscaleOptions(scale: 1.5, encoder: EncoderSettings(crf: 16, preset: "ultrafast")))
         XCTAssertTrue(job.output.hasSuffix("street-mjpeg Upscaled.mov"))
@@ -178,7 +178,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testFullRangeInputIsConvertedToLimitedRangeForProRes() throws {
-        let dir = try Fixtures.workspace(copying: ["street-mjpeg.avi"])
+        let dir = try workspace(copying: ["street-mjpeg.avi"])
         let input = dir.appendingPathComponent("street-mjpeg.avi").path
         let (job, _) = try run(input, UpscaleOptions(scale: 1.5, encoder: EncoderSettings(codec: .prores)))
         let info = try MediaProbe.info(job.output)
@@ -195,7 +195,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testCancelLeavesNothingBehind() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
         let cancel = CancellationFlag()
         XCTAssertThrowsError(try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast")), cancel: cancel) { p in
@@ -207,7 +207,7 @@ final class TranscoderTests: XCTestCase {
     }
 
     func testDamagedVideoMidStreamFailsNamingTheFrame() throws {
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4")
         var bytes = [UInt8](try Data(contentsOf: input))
         var state: UInt32 = 7
@@ -233,7 +233,7 @@ final class TranscoderTests: XCTestCase {
 
     func testFullDiskIsReportedAndNoPartialFileRemains() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
-        let dir = try Fixtures.workspace(copying: ["street-2s.mp4"])
+        let dir = try workspace(copying: ["street-2s.mp4"])
         let small = dir.appendingPathComponent("small")
         try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
         guard mountTmpfs(small.path, size: "64k") else { throw XCTSkip("tmpfs cannot be mounted here") }
