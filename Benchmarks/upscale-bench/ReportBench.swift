@@ -7,7 +7,7 @@ import UpscaleMedia
 struct ReportBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
-        abstract: "Run core, quality and e2e with defaults; write bench.md, bench.png (fps and PSNR bars) and compare.png (crops at 4x).")
+        abstract: "Run core (2 frames, 3 runs, 1 and 2 threads), quality (x2, x4, box), temporal and e2e; write bench.md, bench.png (fps and PSNR bars) and compare.png (crops at 4x).")
 
     @Option(help: "Folder for bench.md, bench.png and compare.png.") var out: String
 
