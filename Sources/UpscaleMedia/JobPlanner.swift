@@ -15,10 +15,12 @@ public struct UpscaleOptions: Sendable {
     public var overwrite: Bool
     /// Learned edge-directed refinement of luma after Lanczos (exactly 2x only).
     public var refine: Bool
+    /// Whether the user named the codec. When not, output beyond HEVC's limit switches to ProRes.
+    public var codecChosen: Bool
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
-                threads: Int? = nil, overwrite: Bool = false, refine: Bool = false) {
+                threads: Int? = nil, overwrite: Bool = false, refine: Bool = false, codecChosen: Bool = false) {
         self.width = width
         self.height = height
         self.scale = scale
@@ -28,6 +30,7 @@ public struct UpscaleOptions: Sendable {
         self.threads = threads
         self.overwrite = overwrite
         self.refine = refine
+        self.codecChosen = codecChosen
     }
 }
 
@@ -103,10 +106,16 @@ public enum JobPlanner {
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
         let sideways = info.video!.rotation % 180 == 90
         let size = sideways ? (width: shown.height, height: shown.width) : (width: shown.width, height: shown.height)
-        let codec = options.encoder.codec
-        guard codec.accepts(width: size.width, height: size.height) else {
-            throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(codec.rawValue) can encode (HEVC: 8192x4320); use --codec prores for larger output")
+        var encoder = options.encoder
+        if !encoder.codec.accepts(width: size.width, height: size.height) {
+            guard !options.codecChosen else {
+                throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(encoder.codec.rawValue) can encode (HEVC: 8192x4320); use --codec prores for larger output")
+            }
+            // As fx-upscale does: past HEVC's picture size limit, ProRes 422 in .mov.
+            notices.append("\(size.width)x\(size.height) is beyond HEVC's limit (8192x4320); writing ProRes 422 in .mov instead")
+            encoder = EncoderSettings(codec: .prores, threads: encoder.threads)
         }
+        let codec = encoder.codec
 
         let inputExt = URL(fileURLWithPath: input).pathExtension.lowercased()
         var output: String
@@ -157,7 +166,7 @@ public enum JobPlanner {
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
         return Job(input: input, output: output, width: size.width, height: size.height,
-                   muxer: muxerName(forExtension: ext)!, encoder: options.encoder, kernel: options.kernel,
+                   muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
                    threads: threads, overwrite: options.overwrite, refine: refine, notices: notices)
     }
 

@@ -32,8 +32,8 @@ struct UpscaleCommand: ParsableCommand {
     @Option(name: .shortAndLong, help: "Output file, or a folder (required to be a folder with several inputs).")
     var output: String?
 
-    @Option(help: "Output codec: hevc (libx265, default), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
-    var codec: VideoCodec = .hevc
+    @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
+    var codec: VideoCodec?
 
     @Option(help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
     var crf: Int?
@@ -89,8 +89,8 @@ struct UpscaleCommand: ParsableCommand {
         logger.logLevel = quiet ? .error : .notice
         let options = UpscaleOptions(
             width: width, height: height, scale: scale, output: output,
-            encoder: EncoderSettings(codec: codec, crf: crf, preset: preset, threads: threads),
-            kernel: kernel, threads: threads, overwrite: overwrite, refine: refine)
+            encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads),
+            kernel: kernel, threads: threads, overwrite: overwrite, refine: refine, codecChosen: codec != nil)
         let cancel = CancellationFlag()
         let trap = SignalTrap { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }

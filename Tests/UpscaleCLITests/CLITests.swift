@@ -144,7 +144,7 @@ final class CLITests: XCTestCase {
             let result = try upscale(arguments, in: dir)
             XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
         }
-        let tooWide = try upscale(["street-2s.mp4", "--width", "10240"], in: dir)
+        let tooWide = try upscale(["street-2s.mp4", "--width", "10240", "--codec", "hevc"], in: dir)
         XCTAssertEqual(tooWide.status, 2)
         XCTAssertTrue(tooWide.stderr.contains("--codec prores"), tooWide.stderr)
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])

@@ -40,7 +40,13 @@ final class JobPlannerTests: XCTestCase {
     func testHEVCLimitNamesProRes() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
-        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240))) { error in
+        // Without a named codec, output beyond HEVC's limit becomes ProRes in .mov, with a notice.
+        let auto = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240))
+        XCTAssertEqual(auto.encoder.codec, .prores)
+        XCTAssertTrue(auto.output.hasSuffix("street-2s Upscaled.mov"))
+        XCTAssertEqual(auto.muxer, "mov")
+        XCTAssertTrue(auto.notices.contains { $0.contains("ProRes") }, "\(auto.notices)")
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, codecChosen: true))) { error in
             XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
             XCTAssertTrue("\(error)".contains("--codec prores"))
         }
