@@ -10,20 +10,6 @@ func planeStrides(_ frame: UnsafeMutablePointer<AVFrame>) -> [Int32] {
     withUnsafeBytes(of: frame.pointee.linesize) { Array($0.bindMemory(to: Int32.self)) }
 }
 
-/// Points an AVFrame at a core frame's planes without copying; the frame stays unowned
-/// (no buffer references), so FFmpeg copies it when it needs to keep it.
-func attach(_ frame: Frame, to avFrame: UnsafeMutablePointer<AVFrame>) {
-    let p = frame.planes
-    avFrame.pointee.data.0 = p[0].base
-    avFrame.pointee.linesize.0 = Int32(p[0].stride)
-    if p.count == 3 {
-        avFrame.pointee.data.1 = p[1].base
-        avFrame.pointee.data.2 = p[2].base
-        avFrame.pointee.linesize.1 = Int32(p[1].stride)
-        avFrame.pointee.linesize.2 = Int32(p[2].stride)
-    }
-}
-
 /// Converts between pixel formats and sizes with libswscale into or out of core frames.
 final class PixelConverter {
     private var context: OpaquePointer?

@@ -1,27 +1,33 @@
 import Foundation
 import UpscaleCore
 
-/// Recycles frames of one size so an 8K pipeline does not allocate 50 MB per picture.
-final class FramePool {
-    private let width: Int
-    private let height: Int
-    private var free: [Frame] = []
+/// A decoded or upscaled picture at the pipeline's working depth.
+enum Picture {
+    case eight(Frame)
+    case deep(Frame16)
+}
+
+/// Recycles pictures of one size so an 8K pipeline does not allocate 50 MB per frame.
+final class PicturePool {
+    private let make: () -> Picture
+    private var free: [Picture] = []
     private let lock = NSLock()
 
-    init(width: Int, height: Int) {
-        self.width = width
-        self.height = height
+    init(width: Int, height: Int, highBitDepth: Bool) {
+        make = highBitDepth
+            ? { .deep(Frame16(width: width, height: height, layout: .yuv420, bitDepth: 10)) }
+            : { .eight(Frame(width: width, height: height, layout: .yuv420)) }
     }
 
-    func take() -> Frame {
+    func take() -> Picture {
         lock.lock()
         defer { lock.unlock() }
-        return free.popLast() ?? Frame(width: width, height: height, layout: .yuv420)
+        return free.popLast() ?? make()
     }
 
-    func give(_ frame: Frame) {
+    func give(_ picture: Picture) {
         lock.lock()
-        free.append(frame)
+        free.append(picture)
         lock.unlock()
     }
 }

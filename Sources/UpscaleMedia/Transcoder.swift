@@ -33,7 +33,7 @@ public final class Transcoder {
     }
 
     private enum Item {
-        case picture(Frame, pts: Int64)
+        case picture(Picture, pts: Int64)
         case packet(UnsafeMutablePointer<AVPacket>, stream: Int)
     }
 
@@ -69,10 +69,15 @@ public final class Transcoder {
         let output = try OutputFile(finalPath: job.output, muxer: job.muxer)
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
+        // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
+        let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
+        if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
+        let hdr = job.encoder.codec == .hevc ? try HDRMetadata.firstFrame(of: job.input) : nil
         let encoder = try VideoEncoder(
             settings: job.encoder, width: job.width, height: job.height,
             timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
-            globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4")
+            globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
+            tenBit: tenBit, hdr: hdr)
         let videoOut = try output.addStream(encoder: encoder.context)
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
@@ -137,8 +142,8 @@ public final class Transcoder {
         let videoStream = input.stream(videoIndex)
         let decoded = BoundedQueue<Item>(capacity: 2)
         let scaled = BoundedQueue<Item>(capacity: 2)
-        let inputPool = FramePool(width: decoder.width, height: decoder.height)
-        let outputPool = FramePool(width: job.width, height: job.height)
+        let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit)
+        let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
                                  layout: .yuv420, kernel: job.kernel, threads: job.threads,
                                  refiner: job.refine ? EdgeRefiner.x2 : nil)
@@ -159,7 +164,7 @@ public final class Transcoder {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
             defer { av_packet_free(&packet) }
             do {
-                let pushPicture: (Frame, Int64) throws -> Void = { frame, pts in
+                let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
                     if !decoded.push(.picture(frame, pts: pts)) { throw UpscaleError.cancelled() }
                 }
                 let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
@@ -170,7 +175,7 @@ public final class Transcoder {
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     let index = Int(packet!.pointee.stream_index)
                     if index == videoIndex {
-                        try decoder.decode(packet, makeFrame: inputPool.take, emit: pushPicture)
+                        try decoder.decode(packet, make: inputPool.take, emit: pushPicture)
                     } else if let route = routes[index] {
                         switch route {
                         case .copy(let out):
@@ -181,7 +186,7 @@ public final class Transcoder {
                         }
                     }
                 }
-                try decoder.decode(nil, makeFrame: inputPool.take, emit: pushPicture)
+                try decoder.decode(nil, make: inputPool.take, emit: pushPicture)
                 for case .transcode(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
                 }
@@ -195,10 +200,14 @@ public final class Transcoder {
         let scaleStage = {
             while let item = decoded.pop() {
                 switch item {
-                case .picture(let frame, let pts):
+                case .picture(let picture, let pts):
                     let out = outputPool.take()
-                    scaler.scale(frame, into: out)
-                    inputPool.give(frame)
+                    switch (picture, out) {
+                    case (.eight(let a), .eight(let b)): scaler.scale(a, into: b)
+                    case (.deep(let a), .deep(let b)): scaler.scale(a, into: b)
+                    default: preconditionFailure("pools of different depths")
+                    }
+                    inputPool.give(picture)
                     if !scaled.push(.picture(out, pts: pts)) { return }
                 case .packet:
                     if !scaled.push(item, cost: 0) { return }

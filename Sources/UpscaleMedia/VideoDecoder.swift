@@ -24,6 +24,8 @@ final class VideoDecoder {
     let fullRange: Bool
     let matrix: Int32
     let color: ColorDescription
+    /// More than 8 bits per sample in the source: the pipeline can keep 10 bits.
+    let highBitDepth: Bool
 
     init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int) throws {
         self.stream = stream
@@ -47,6 +49,7 @@ final class VideoDecoder {
             throw UpscaleError(.input, "'\(path)': the video stream has no picture size; the file may be damaged")
         }
         let format = ctx.pointee.pix_fmt
+        highBitDepth = format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
         fullRange = ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format)
         let isRGB = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0
@@ -99,6 +102,15 @@ final class VideoDecoder {
     func decode(
         _ packet: UnsafeMutablePointer<AVPacket>?, makeFrame: () -> Frame, emit: (Frame, Int64) throws -> Void
     ) throws {
+        try decode(packet, make: { .eight(makeFrame()) }) { picture, pts in
+            if case .eight(let frame) = picture { try emit(frame, pts) }
+        }
+    }
+
+    /// As above, into 8-bit `Frame`s or 10-bit `Frame16`s, whichever `make` hands out.
+    func decode(
+        _ packet: UnsafeMutablePointer<AVPacket>?, make: () -> Picture, emit: (Picture, Int64) throws -> Void
+    ) throws {
         let sent = avcodec_send_packet(context, packet)
         if sent < 0 && sent != averrorEOF && sent != averrorEAGAIN {
             throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? noPTS)
@@ -115,12 +127,20 @@ final class VideoDecoder {
             if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
                 throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
             }
-            let output = makeFrame()
-            try converter.configure(
-                source: (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format)),
-                destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
-                matrix: matrix, fullRange: fullRange)
-            converter.convert(frame, into: output)
+            let output = make()
+            let source = (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format))
+            switch output {
+            case .eight(let picture):
+                try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
+                                        matrix: matrix, fullRange: fullRange)
+                converter.convert(frame, into: picture)
+            case .deep(let picture):
+                try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P10LE),
+                                        matrix: matrix, fullRange: fullRange)
+                converter.convert(source: planePointers(frame), sourceStrides: planeStrides(frame), sourceHeight: frame.pointee.height,
+                                  destination: picture.planes.map { UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self) },
+                                  destinationStrides: picture.planes.map { Int32($0.stride * 2) })
+            }
             framesDecoded += 1
             try emit(output, pts)
         }

@@ -12,10 +12,14 @@ final class VideoEncoder {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let fullRange: Bool
     private let matrix: Int32
+    /// Pictures arrive as 10-bit `Frame16`s rather than 8-bit `Frame`s.
+    let tenBit: Bool
+    private var inputFormat: AVPixelFormat { tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P }
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
-         color: ColorDescription, globalHeader: Bool, tagHVC1: Bool) throws {
+         color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil) throws {
         self.settings = settings
+        self.tenBit = tenBit
         let name = settings.codec.encoderName
         guard let codec = avcodec_find_encoder_by_name(name) else {
             throw UpscaleError(.processing, "this FFmpeg build has no \(name) encoder; install one with it (Debian's ffmpeg libraries have it) or pick another --codec")
@@ -43,10 +47,11 @@ final class VideoEncoder {
         let priv = ctx.pointee.priv_data
         switch settings.codec {
         case .hevc:
-            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            ctx.pointee.pix_fmt = tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
             var params = "log-level=error"
             if let threads = settings.threads { params += ":pools=\(threads)" }
+            if let hdr { params += ":hdr10=1:" + hdr.x265Parameters }
             av_opt_set(priv, "x265-params", params, 0)
         case .h264:
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
@@ -57,7 +62,7 @@ final class VideoEncoder {
             av_opt_set(priv, "vendor", "apl0", 0)
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         case .ffv1:
-            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            ctx.pointee.pix_fmt = tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P
             av_opt_set(priv, "level", "3", 0)
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         }
@@ -73,7 +78,7 @@ final class VideoEncoder {
         if opened < 0 {
             throw UpscaleError(.processing, "cannot open the \(name) encoder at \(width)x\(height): \(ffmpegErrorText(opened))")
         }
-        if ctx.pointee.pix_fmt != AV_PIX_FMT_YUV420P {
+        if ctx.pointee.pix_fmt != inputFormat {
             converted = av_frame_alloc()
             converted!.pointee.format = ctx.pointee.pix_fmt.rawValue
             converted!.pointee.width = Int32(width)
@@ -94,26 +99,41 @@ final class VideoEncoder {
 
     /// Encodes one picture (nil flushes at the end); each finished packet goes to `emit`,
     /// timestamps in the encoder's time base. The picture may be reused once this returns.
-    func encode(_ picture: Frame?, pts: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+    func encode(_ picture: Picture?, pts: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
         if let picture {
+            // Plane pointers and byte strides of whichever depth the picture has.
+            let planes: [(UnsafeMutablePointer<UInt8>, Int32)]
+            let size: (Int32, Int32)
+            switch picture {
+            case .eight(let f):
+                planes = f.planes.map { ($0.base, Int32($0.stride)) }
+                size = (Int32(f.width), Int32(f.height))
+            case .deep(let f):
+                planes = f.planes.map { (UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self), Int32($0.stride * 2)) }
+                size = (Int32(f.width), Int32(f.height))
+            }
             if let converted {
                 try check(av_frame_make_writable(converted), "cannot write a frame")
                 try converter.configure(
-                    source: (Int32(picture.width), Int32(picture.height), AV_PIX_FMT_YUV420P),
+                    source: (size.0, size.1, inputFormat),
                     destination: (converted.pointee.width, converted.pointee.height, context.pointee.pix_fmt),
                     matrix: matrix, fullRange: fullRange,
                     destinationFullRange: context.pointee.color_range == AVCOL_RANGE_JPEG)
                 converter.convert(
-                    source: picture.planes.map { $0.base }, sourceStrides: picture.planes.map { Int32($0.stride) },
-                    sourceHeight: Int32(picture.height),
+                    source: planes.map { $0.0 }, sourceStrides: planes.map { $0.1 }, sourceHeight: size.1,
                     destination: planePointers(converted), destinationStrides: planeStrides(converted))
                 input = converted
             } else {
-                frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-                frame.pointee.width = Int32(picture.width)
-                frame.pointee.height = Int32(picture.height)
-                attach(picture, to: frame)
+                frame.pointee.format = inputFormat.rawValue
+                frame.pointee.width = size.0
+                frame.pointee.height = size.1
+                frame.pointee.data.0 = planes[0].0
+                frame.pointee.linesize.0 = planes[0].1
+                frame.pointee.data.1 = planes[1].0
+                frame.pointee.linesize.1 = planes[1].1
+                frame.pointee.data.2 = planes[2].0
+                frame.pointee.linesize.2 = planes[2].1
                 input = frame
             }
             input!.pointee.pts = pts

@@ -142,6 +142,34 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(mp4Info.chapters.count, 2)
     }
 
+    func testTenBitHDR10StaysTenBitWithItsMetadata() throws {
+        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let input = dir.appendingPathComponent("street-hdr10.mp4").path
+        let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast")))
+        let inInfo = try MediaProbe.info(input), info = try MediaProbe.info(job.output)
+        let video = try XCTUnwrap(info.video)
+        XCTAssertEqual(video.pixelFormat, "yuv420p10le")
+        XCTAssertEqual(video.width, 768)
+        XCTAssertEqual(video.codecTag, "hvc1")
+        XCTAssertEqual(video.colorTransfer, "smpte2084")
+        XCTAssertEqual(video.colorPrimaries, "bt2020")
+        XCTAssertEqual(video.colorSpace, inInfo.video?.colorSpace)
+        let hdr = try XCTUnwrap(try HDRMetadata.firstFrame(of: input))
+        XCTAssertEqual(hdr.maxLuminance, 10_000_000)
+        XCTAssertEqual(try HDRMetadata.firstFrame(of: job.output), hdr)
+        XCTAssertEqual(try HDRMetadata.firstFrame(of: job.output)?.contentLight?.maxCLL, 1000)
+        // Picture check at 8 bits: the output is the input scaled, not shifted or swapped.
+        let source = try Measure.frames(input), result = try Measure.frames(job.output)
+        XCTAssertEqual(result.count, source.count)
+        let expected = try SwscaleScaler(input: (384, 288), output: (768, 576)).scale(source[4].frame)
+        XCTAssertGreaterThan(Measure.psnr(result[4].frame.planes[0], expected.planes[0]), 35)
+
+        // H.264 has no 10-bit here: it is written at 8 bits.
+        let h264 = try run(input, UpscaleOptions(output: dir.appendingPathComponent("h264.mp4").path,
+                                                 encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
+        XCTAssertEqual(try MediaProbe.info(h264.0.output).video?.pixelFormat, "yuv420p")
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
