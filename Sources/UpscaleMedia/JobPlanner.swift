@@ -47,6 +47,8 @@ public struct Job: Sendable {
     public let overwrite: Bool
     /// Whether the luma gets EdgeRefiner's pass (asked for, and the job is exactly 2x).
     public let refine: Bool
+    /// The input's sample (pixel) aspect ratio, kept on the output; 1:1 when it has none.
+    public let sampleAspect: (num: Int, den: Int)
     /// Things the user should know (a changed container, rounded sizes).
     public let notices: [String]
 }
@@ -104,8 +106,14 @@ public enum JobPlanner {
         let shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
         if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
-        let sideways = info.video!.rotation % 180 == 90
-        let size = sideways ? (width: shown.height, height: shown.width) : (width: shown.width, height: shown.height)
+        // Non-square pixels are kept: the stored width is the displayed width over the pixel aspect.
+        let video = info.video!
+        let sar: (num: Int, den: Int) = video.sampleAspect.num > 0 && video.sampleAspect.den > 0 ? video.sampleAspect : (1, 1)
+        let sideways = video.rotation % 180 == 90
+        let upright = sideways ? (width: shown.height, height: shown.width) : (width: shown.width, height: shown.height)
+        let storedWidth = sar.num == sar.den ? upright.width
+            : max(2, Int((Double(upright.width) * Double(sar.den) / Double(sar.num) / 2).rounded()) * 2)
+        let size = (width: storedWidth, height: upright.height)
         var encoder = options.encoder
         if !encoder.codec.accepts(width: size.width, height: size.height) {
             guard !options.codecChosen else {
@@ -167,7 +175,7 @@ public enum JobPlanner {
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
         return Job(input: input, output: output, width: size.width, height: size.height,
                    muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
-                   threads: threads, overwrite: options.overwrite, refine: refine, notices: notices)
+                   threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, notices: notices)
     }
 
     private static func isDirectory(_ path: String) -> Bool {

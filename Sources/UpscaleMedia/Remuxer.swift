@@ -4,7 +4,9 @@ import CFFmpeg
 /// setting the video's display rotation. The tests use it to make phone-style clips
 /// (rotated, re-containered) from real footage.
 public enum Remuxer {
-    public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil) throws {
+    /// `sampleAspect` sets the video's pixel aspect ratio in the container (as anamorphic DV or SD does).
+    public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
+                            sampleAspect: (num: Int, den: Int)? = nil) throws {
         MediaLibrary.configure()
         let source = try InputFile(path: input)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -18,6 +20,11 @@ public enum Remuxer {
             o.pointee.codecpar.pointee.codec_tag = 0
             o.pointee.time_base = s.pointee.time_base
             av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
+            if let sar = sampleAspect, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+                let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))
+                o.pointee.codecpar.pointee.sample_aspect_ratio = q
+                o.pointee.sample_aspect_ratio = q
+            }
             if let degrees, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO,
                let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
                 data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }

@@ -77,12 +77,14 @@ public final class Transcoder {
             settings: job.encoder, width: job.width, height: job.height,
             timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
             globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
-            tenBit: tenBit, hdr: hdr)
+            tenBit: tenBit, hdr: hdr,
+            sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)))
         let videoOut = try output.addStream(encoder: encoder.context)
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
+        output.stream(videoOut).pointee.sample_aspect_ratio = encoder.context.pointee.sample_aspect_ratio
 
         var routes: [Int: AudioRoute] = [:]
         var copied = 0, transcoded = 0

@@ -17,7 +17,8 @@ final class VideoEncoder {
     private var inputFormat: AVPixelFormat { tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P }
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
-         color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil) throws {
+         color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
+         sampleAspect: AVRational = AVRational(num: 1, den: 1)) throws {
         self.settings = settings
         self.tenBit = tenBit
         let name = settings.codec.encoderName
@@ -37,7 +38,7 @@ final class VideoEncoder {
         ctx.pointee.height = Int32(height)
         ctx.pointee.time_base = timeBase
         ctx.pointee.framerate = frameRate
-        ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        ctx.pointee.sample_aspect_ratio = sampleAspect
         ctx.pointee.color_range = outputRange
         ctx.pointee.color_primaries = color.primaries
         ctx.pointee.color_trc = color.transfer

@@ -170,6 +170,21 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.info(h264.0.output).video?.pixelFormat, "yuv420p")
     }
 
+    func testNonSquarePixelsAreKeptAndWidthIsTheDisplayedWidth() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("anamorphic.mov").path
+        // Stored 768x576 with 4:3 pixels: shown 1024x576.
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input, sampleAspect: (4, 3))
+        XCTAssertTrue(try MediaProbe.info(input).displaySize! == (1024, 576))
+        let (job, _) = try run(input, UpscaleOptions(width: 2048, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(job.width, 1536)
+        XCTAssertEqual(job.height, 1152)
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.width, 1536)
+        XCTAssertTrue(info.video!.sampleAspect == (4, 3), "\(info.video!.sampleAspect)")
+        XCTAssertTrue(info.displaySize! == (2048, 1152), "\(info.displaySize!)")
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
