@@ -185,6 +185,23 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(info.displaySize! == (2048, 1152), "\(info.displaySize!)")
     }
 
+    func testOddSizedAndPackedRGBInputsComeOutEvenAndFaithful() throws {
+        let dir = try workspace(copying: ["street-853x479.mkv", "street-qtrle.mov"])
+        for (name, expected) in [("street-853x479.mkv", (1706, 958)), ("street-qtrle.mov", (426, 322))] {
+            let input = dir.appendingPathComponent(name).path
+            let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(crf: 16, preset: "ultrafast")))
+            let info = try MediaProbe.info(job.output)
+            XCTAssertEqual(info.video?.width, expected.0, name)
+            XCTAssertEqual(info.video?.height, expected.1, name)
+            XCTAssertEqual(info.video?.pixelFormat, "yuv420p", name)
+            let source = try Measure.frames(input), result = try Measure.frames(job.output)
+            XCTAssertEqual(result.count, source.count, name)
+            let reference = try SwscaleScaler(input: (source[0].frame.width, source[0].frame.height), output: expected)
+                .scale(source[2].frame)
+            XCTAssertGreaterThan(Measure.psnr(result[2].frame.planes[0], reference.planes[0]), 35, name)
+        }
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
