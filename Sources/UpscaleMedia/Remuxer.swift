@@ -5,8 +5,10 @@ import CFFmpeg
 /// (rotated, re-containered) from real footage.
 public enum Remuxer {
     /// `sampleAspect` sets the video's pixel aspect ratio in the container (as anamorphic DV or SD does).
+    /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
+    /// be increasing) to make variable-frame-rate clips.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil) throws {
+                            sampleAspect: (num: Int, den: Int)? = nil, retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
         let source = try InputFile(path: input)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -37,6 +39,11 @@ public enum Remuxer {
         defer { av_packet_free(&packet) }
         while try source.read(into: packet!) {
             let index = Int(packet!.pointee.stream_index)
+            if let retime, source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+                if packet!.pointee.pts != noPTS { packet!.pointee.pts = retime(packet!.pointee.pts) }
+                if packet!.pointee.dts != noPTS { packet!.pointee.dts = retime(packet!.pointee.dts) }
+                packet!.pointee.duration = 0
+            }
             av_packet_rescale_ts(packet, source.stream(index).pointee.time_base, out.pointee.streams[index]!.pointee.time_base)
             packet!.pointee.pos = -1
             try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)
