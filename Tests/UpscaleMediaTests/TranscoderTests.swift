@@ -221,6 +221,24 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(inTimes, outTimes) { XCTAssertEqual(a, b, accuracy: 0.0015) }
     }
 
+    func testStartOffsetIsKept() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        for ext in ["mkv", "mov"] {
+            let input = dir.appendingPathComponent("late.\(ext)").path
+            // The video starts 0.5 s into the timeline (time base 1/10240).
+            try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input) { $0 + 5120 }
+            let firstPTS = { (path: String) -> Double in
+                let info = try MediaProbe.info(path)
+                let first = try MediaProbe.packets(path, stream: info.videoStreamIndex!).compactMap(\.pts).min()!
+                return Double(first) * Double(info.video!.timeBase.num) / Double(info.video!.timeBase.den)
+            }
+            let start = try firstPTS(input)
+            XCTAssertGreaterThanOrEqual(start, 0.5, ext)
+            let (job, _) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(try firstPTS(job.output), start, accuracy: 0.002, ext)
+        }
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
