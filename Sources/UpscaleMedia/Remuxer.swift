@@ -7,29 +7,37 @@ public enum Remuxer {
     /// `sampleAspect` sets the video's pixel aspect ratio in the container (as anamorphic DV or SD does).
     /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
     /// be increasing) to make variable-frame-rate clips.
+    /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
+    /// be increasing) to make variable-frame-rate clips. `adding` appends every stream of other
+    /// files (say a second audio track).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil, retime: ((Int64) -> Int64)? = nil) throws {
+                            sampleAspect: (num: Int, den: Int)? = nil, adding extras: [String] = [],
+                            retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
-        let source = try InputFile(path: input)
+        let sources = try ([input] + extras).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, nil, output), "cannot choose a container for '\(output)'")
         defer { avformat_free_context(ctx) }
         let out = ctx!
-        for i in 0..<source.streamCount {
-            let s = source.stream(i)
-            guard let o = avformat_new_stream(out, nil) else { throw UpscaleError(.processing, "out of memory") }
-            try check(avcodec_parameters_copy(o.pointee.codecpar, s.pointee.codecpar), "cannot copy stream \(i)")
-            o.pointee.codecpar.pointee.codec_tag = 0
-            o.pointee.time_base = s.pointee.time_base
-            av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
-            if let sar = sampleAspect, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
-                let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))
-                o.pointee.codecpar.pointee.sample_aspect_ratio = q
-                o.pointee.sample_aspect_ratio = q
-            }
-            if let degrees, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO,
-               let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
-                data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
+        var firstIndex: [Int] = []
+        for source in sources {
+            firstIndex.append(Int(out.pointee.nb_streams))
+            for i in 0..<source.streamCount {
+                let s = source.stream(i)
+                guard let o = avformat_new_stream(out, nil) else { throw UpscaleError(.processing, "out of memory") }
+                try check(avcodec_parameters_copy(o.pointee.codecpar, s.pointee.codecpar), "cannot copy stream \(i)")
+                o.pointee.codecpar.pointee.codec_tag = 0
+                o.pointee.time_base = s.pointee.time_base
+                av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
+                let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+                if let sar = sampleAspect, isVideo {
+                    let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))
+                    o.pointee.codecpar.pointee.sample_aspect_ratio = q
+                    o.pointee.sample_aspect_ratio = q
+                }
+                if let degrees, isVideo, let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
+                    data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
+                }
             }
         }
         try check(avio_open(&out.pointee.pb, output, AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
@@ -37,16 +45,20 @@ public enum Remuxer {
         try check(avformat_write_header(out, nil), "cannot start '\(output)'")
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
         defer { av_packet_free(&packet) }
-        while try source.read(into: packet!) {
-            let index = Int(packet!.pointee.stream_index)
-            if let retime, source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
-                if packet!.pointee.pts != noPTS { packet!.pointee.pts = retime(packet!.pointee.pts) }
-                if packet!.pointee.dts != noPTS { packet!.pointee.dts = retime(packet!.pointee.dts) }
-                packet!.pointee.duration = 0
+        for (n, source) in sources.enumerated() {
+            while try source.read(into: packet!) {
+                let index = Int(packet!.pointee.stream_index)
+                let target = firstIndex[n] + index
+                if let retime, n == 0, source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+                    if packet!.pointee.pts != noPTS { packet!.pointee.pts = retime(packet!.pointee.pts) }
+                    if packet!.pointee.dts != noPTS { packet!.pointee.dts = retime(packet!.pointee.dts) }
+                    packet!.pointee.duration = 0
+                }
+                av_packet_rescale_ts(packet, source.stream(index).pointee.time_base, out.pointee.streams[target]!.pointee.time_base)
+                packet!.pointee.stream_index = Int32(target)
+                packet!.pointee.pos = -1
+                try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)
             }
-            av_packet_rescale_ts(packet, source.stream(index).pointee.time_base, out.pointee.streams[index]!.pointee.time_base)
-            packet!.pointee.pos = -1
-            try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)
         }
         try check(av_write_trailer(out), "finishing '\(output)' failed", kind: .output)
     }

@@ -239,6 +239,23 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    func testEveryAudioStreamIsKept() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "tone.m4a"])
+        let input = dir.appendingPathComponent("two-tracks.mov").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input,
+                         adding: [dir.appendingPathComponent("tone.m4a").path])
+        let inAudio = try MediaProbe.info(input).streams.filter { $0.kind == .audio }
+        XCTAssertEqual(inAudio.count, 2)
+        let (job, summary) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.audioCopied, 2)
+        let outAudio = try MediaProbe.info(job.output).streams.filter { $0.kind == .audio }
+        XCTAssertEqual(outAudio.count, 2)
+        for (a, b) in zip(inAudio, outAudio) {
+            XCTAssertEqual(try MediaProbe.packets(job.output, stream: b.index).map(\.checksum),
+                           try MediaProbe.packets(input, stream: a.index).map(\.checksum))
+        }
+    }
+
     func testOpusInWebMIsReencodedToAACInMov() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
         let input = dir.appendingPathComponent("street-vp9-opus.webm").path
