@@ -40,6 +40,7 @@ public final class Transcoder {
     private enum AudioRoute {
         case copy(output: Int)
         case transcode(AudioTranscoder, output: Int)
+        case subtitles(SubtitleTranscoder, output: Int)
     }
 
     /// A failure recorded by whichever stage hit it first; the others stop.
@@ -108,6 +109,12 @@ public final class Transcoder {
             case AVMEDIA_TYPE_SUBTITLE:
                 if output.canHold(par.pointee.codec_id) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
+                } else if output.canHold(AV_CODEC_ID_MOV_TEXT), let t = SubtitleTranscoder(stream: s) {
+                    let out = try output.addStream(encoder: t.encoder)
+                    av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
+                    output.stream(out).pointee.disposition = s.pointee.disposition
+                    routes[i] = .subtitles(t, output: out)
+                    logger.notice("subtitle stream \(i) (\(codecName)) converted to mov_text for .\(URL(fileURLWithPath: job.output).pathExtension)")
                 } else {
                     logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
                 }
@@ -185,6 +192,8 @@ public final class Transcoder {
                             forward(packet!, out)
                         case .transcode(let t, let out):
                             try t.transcode(packet) { forward($0, out) }
+                        case .subtitles(let t, let out):
+                            try t.transcode(packet!) { forward($0, out) }
                         }
                     }
                 }

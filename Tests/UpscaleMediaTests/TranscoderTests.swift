@@ -118,7 +118,7 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
-    func testSubtitlesAndChaptersAreKeptInMKVAndReportedForMP4() throws {
+    func testSubtitlesAndChaptersAreKeptInMKVAndConvertedForMP4() throws {
         let dir = try workspace(copying: ["street-subs.mkv"])
         let input = dir.appendingPathComponent("street-subs.mkv").path
         let (job, _) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
@@ -133,12 +133,21 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(info.chapters.map(\.title), ["First second", "Second second"])
         XCTAssertEqual(info.chapters[1].start, 1.0, accuracy: 0.001)
 
-        // .mp4 cannot carry SubRip as it is: the job still succeeds, without that stream.
+        // .mp4 cannot carry SubRip as it is: it becomes mov_text, cue for cue, at the same times.
         let mp4 = dir.appendingPathComponent("out.mp4").path
         let (_, summary) = try run(input, UpscaleOptions(width: 384, output: mp4, encoder: EncoderSettings(preset: "ultrafast")))
         XCTAssertEqual(summary.audioCopied, 1)
         let mp4Info = try MediaProbe.info(mp4)
-        XCTAssertNil(mp4Info.streams.first { $0.kind == .subtitle })
+        let movText = try XCTUnwrap(mp4Info.streams.first { $0.kind == .subtitle })
+        XCTAssertEqual(movText.codec, "mov_text")
+        XCTAssertEqual(movText.language, "eng")
+        let cues = try MediaProbe.packets(mp4, stream: movText.index).filter { $0.size > 2 }
+        XCTAssertEqual(cues.count, 2)
+        let tb = Double(movText.timeBase.num) / Double(movText.timeBase.den)
+        let inTB = Double(inSubs.timeBase.num) / Double(inSubs.timeBase.den)
+        let inCues = try MediaProbe.packets(input, stream: inSubs.index)
+        XCTAssertEqual(inCues.count, 2)
+        for (a, b) in zip(inCues, cues) { XCTAssertEqual(Double(b.pts ?? -1) * tb, Double(a.pts ?? -2) * inTB, accuracy: 0.002) }
         XCTAssertEqual(mp4Info.chapters.count, 2)
     }
 

@@ -1,0 +1,65 @@
+import CFFmpeg
+
+/// Re-encodes a text subtitle stream (SubRip, ASS, WebVTT…) to mov_text, the only text
+/// subtitle format .mp4 and .mov carry. Bitmap subtitles cannot be converted this way.
+final class SubtitleTranscoder {
+    let encoder: UnsafeMutablePointer<AVCodecContext>
+    private let decoder: UnsafeMutablePointer<AVCodecContext>
+    private let inputTimeBase: AVRational
+    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private let packet: UnsafeMutablePointer<AVPacket>
+
+    init?(stream: UnsafeMutablePointer<AVStream>) {
+        let par = stream.pointee.codecpar!
+        guard let descriptor = avcodec_descriptor_get(par.pointee.codec_id),
+              descriptor.pointee.props & AV_CODEC_PROP_TEXT_SUB != 0,
+              let decoderCodec = avcodec_find_decoder(par.pointee.codec_id),
+              let movText = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT),
+              let d = avcodec_alloc_context3(decoderCodec), let e = avcodec_alloc_context3(movText) else { return nil }
+        decoder = d
+        encoder = e
+        packet = av_packet_alloc()
+        inputTimeBase = stream.pointee.time_base
+        decoder.pointee.pkt_timebase = stream.pointee.time_base
+        encoder.pointee.time_base = stream.pointee.time_base
+        guard avcodec_parameters_to_context(decoder, par) >= 0, avcodec_open2(decoder, decoderCodec, nil) >= 0 else { return nil }
+        // mov_text's header describes styles; take the decoder's (ASS-style) header as its base.
+        if let header = decoder.pointee.subtitle_header, decoder.pointee.subtitle_header_size > 0 {
+            let size = Int(decoder.pointee.subtitle_header_size)
+            let copy = av_mallocz(size + 1)!.assumingMemoryBound(to: UInt8.self)
+            copy.update(from: header, count: size)
+            encoder.pointee.subtitle_header = copy
+            encoder.pointee.subtitle_header_size = Int32(size)
+        }
+        guard avcodec_open2(encoder, movText, nil) >= 0 else { return nil }
+    }
+
+    deinit {
+        var d: UnsafeMutablePointer<AVCodecContext>? = decoder
+        avcodec_free_context(&d)
+        var e: UnsafeMutablePointer<AVCodecContext>? = encoder
+        avcodec_free_context(&e)
+        var p: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&p)
+    }
+
+    /// Converts one subtitle packet; the mov_text packet (timestamps in the input time base) goes to `emit`.
+    func transcode(_ input: UnsafeMutablePointer<AVPacket>, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+        var subtitle = AVSubtitle()
+        var got: Int32 = 0
+        let decoded = avcodec_decode_subtitle2(decoder, &subtitle, &got, input)
+        guard decoded >= 0, got != 0 else { return }
+        defer { avsubtitle_free(&subtitle) }
+        let size = buffer.withUnsafeMutableBufferPointer {
+            avcodec_encode_subtitle(encoder, $0.baseAddress, Int32($0.count), &subtitle)
+        }
+        guard size > 0 else { return }
+        try check(av_new_packet(packet, size), "out of memory")
+        defer { av_packet_unref(packet) }
+        buffer.withUnsafeBufferPointer { packet.pointee.data.update(from: $0.baseAddress!, count: Int(size)) }
+        packet.pointee.pts = input.pointee.pts
+        packet.pointee.dts = input.pointee.pts
+        packet.pointee.duration = input.pointee.duration
+        try emit(packet)
+    }
+}
