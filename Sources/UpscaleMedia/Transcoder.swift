@@ -74,12 +74,28 @@ public final class Transcoder {
         let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
         if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
         let hdr = job.encoder.codec == .hevc ? try HDRMetadata.firstFrame(of: job.input) : nil
-        let encoder = try VideoEncoder(
-            settings: job.encoder, width: job.width, height: job.height,
-            timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
-            globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
-            tenBit: tenBit, hdr: hdr,
-            sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)))
+        var encoder: VideoEncoder?
+        var lastError: Error?
+        for name in job.encoder.encoderCandidates(tenBit: tenBit) {
+            do {
+                encoder = try VideoEncoder(
+                    settings: job.encoder, width: job.width, height: job.height,
+                    timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
+                    globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
+                    tenBit: tenBit, hdr: hdr,
+                    sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)),
+                    encoderName: name)
+                break
+            } catch {
+                lastError = error
+            }
+        }
+        guard let encoder else {
+            if let named = job.encoder.hevcEncoder, named != "libx265" {
+                throw UpscaleError(.processing, "the \(named) encoder is not available here (\(lastError.map { "\($0)" } ?? "no device")); use --encoder auto or libx265")
+            }
+            throw lastError ?? UpscaleError(.processing, "no encoder could be opened")
+        }
         let videoOut = try output.addStream(encoder: encoder.context)
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
@@ -136,7 +152,7 @@ public final class Transcoder {
             if cancel.isCancelled { throw UpscaleError.cancelled() }
             try output.finish(overwrite: job.overwrite)
             return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
-                                    encoderName: job.encoder.codec.encoderName, audioCopied: copied, audioTranscoded: transcoded)
+                                    encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
         } catch {
             output.abandon()
             throw error

@@ -54,12 +54,27 @@ public struct EncoderSettings: Sendable, Equatable {
     public var preset: String?
     /// Encoder threads; nil lets the encoder decide.
     public var threads: Int?
+    /// For HEVC: a named FFmpeg encoder, or nil for `auto` (a hardware encoder that opens, else libx265).
+    public var hevcEncoder: String?
 
-    public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil) {
+    public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil, hevcEncoder: String? = nil) {
         self.codec = codec
         self.crf = crf
         self.preset = preset
         self.threads = threads
+        self.hevcEncoder = hevcEncoder
+    }
+
+    /// The HEVC encoders `--encoder` accepts.
+    public static let hevcEncoders = ["libx265", "hevc_nvenc", "hevc_vaapi", "hevc_qsv"]
+
+    /// FFmpeg encoders to try, in order: the named one, or for `auto` NVENC (it takes frames
+    /// from system memory) before libx265. VAAPI and QSV need a device's frame pool and are
+    /// only tried when named.
+    func encoderCandidates(tenBit: Bool) -> [String] {
+        guard codec == .hevc else { return [codec.encoderName] }
+        if let hevcEncoder { return [hevcEncoder] }
+        return tenBit ? ["libx265"] : ["hevc_nvenc", "libx265"]
     }
 }
 

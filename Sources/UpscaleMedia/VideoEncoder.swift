@@ -6,6 +6,8 @@ import UpscaleCore
 final class VideoEncoder {
     let context: UnsafeMutablePointer<AVCodecContext>
     let settings: EncoderSettings
+    /// The FFmpeg encoder in use.
+    let name: String
     private let frame: UnsafeMutablePointer<AVFrame>
     private var converted: UnsafeMutablePointer<AVFrame>?
     private let converter = PixelConverter(flags: Int32(SWS_POINT | SWS_ACCURATE_RND))
@@ -18,10 +20,11 @@ final class VideoEncoder {
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
          color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
-         sampleAspect: AVRational = AVRational(num: 1, den: 1)) throws {
+         sampleAspect: AVRational = AVRational(num: 1, den: 1), encoderName: String? = nil) throws {
         self.settings = settings
         self.tenBit = tenBit
-        let name = settings.codec.encoderName
+        let name = encoderName ?? settings.codec.encoderName
+        self.name = name
         guard let codec = avcodec_find_encoder_by_name(name) else {
             throw UpscaleError(.processing, "this FFmpeg build has no \(name) encoder; install one with it (Debian's ffmpeg libraries have it) or pick another --codec")
         }
@@ -47,6 +50,13 @@ final class VideoEncoder {
         if globalHeader { ctx.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
         let priv = ctx.pointee.priv_data
         switch settings.codec {
+        case .hevc where name != "libx265":
+            // Hardware HEVC: constant-quality rate control at the same number as x265's CRF.
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
+            av_opt_set(priv, "rc", "vbr", 0)
+            av_opt_set(priv, "cq", String(settings.crf ?? 24), 0)
+            av_opt_set(priv, "qp", String(settings.crf ?? 24), 0)
         case .hevc:
             ctx.pointee.pix_fmt = tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
@@ -67,10 +77,11 @@ final class VideoEncoder {
             av_opt_set(priv, "level", "3", 0)
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         }
-        if let crf = settings.crf ?? settings.codec.defaultCRF {
+        let software = name == settings.codec.encoderName
+        if software, let crf = settings.crf ?? settings.codec.defaultCRF {
             av_opt_set(priv, "crf", String(crf), 0)
         }
-        if let preset = settings.preset ?? settings.codec.defaultPreset {
+        if software, let preset = settings.preset ?? settings.codec.defaultPreset {
             if av_opt_set(priv, "preset", preset, 0) < 0 {
                 throw UpscaleError(.usage, "--preset '\(preset)' is not a \(name) preset; try ultrafast, fast, medium or slow")
             }
@@ -142,12 +153,12 @@ final class VideoEncoder {
         }
         let sent = avcodec_send_frame(context, input)
         if sent < 0 && sent != averrorEOF {
-            throw UpscaleError(.processing, "the \(settings.codec.encoderName) encoder failed: \(ffmpegErrorText(sent))")
+            throw UpscaleError(.processing, "the \(name) encoder failed: \(ffmpegErrorText(sent))")
         }
         while true {
             let received = avcodec_receive_packet(context, packet)
             if received == averrorEAGAIN || received == averrorEOF { return }
-            try check(received, "the \(settings.codec.encoderName) encoder failed")
+            try check(received, "the \(name) encoder failed")
             defer { av_packet_unref(packet) }
             try emit(packet)
         }

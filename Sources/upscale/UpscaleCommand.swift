@@ -35,6 +35,9 @@ struct UpscaleCommand: ParsableCommand {
     @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
     var codec: VideoCodec?
 
+    @Option(help: "HEVC encoder: auto (a hardware encoder that opens, else libx265), libx265, hevc_nvenc, hevc_vaapi or hevc_qsv.")
+    var encoder = "auto"
+
     @Option(help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
     var crf: Int?
 
@@ -74,6 +77,12 @@ struct UpscaleCommand: ParsableCommand {
         if scale != nil && (width != nil || height != nil) {
             throw ValidationError("give either --scale or --width/--height, not both")
         }
+        if encoder != "auto" && !EncoderSettings.hevcEncoders.contains(encoder) {
+            throw ValidationError("--encoder must be auto, " + EncoderSettings.hevcEncoders.joined(separator: ", "))
+        }
+        if encoder != "auto" && codec != nil && codec != .hevc {
+            throw ValidationError("--encoder chooses an HEVC encoder; it does not go with --codec \(codec!.rawValue)")
+        }
         if let crf, !(0...51).contains(crf) {
             throw ValidationError("--crf must be between 0 and 51")
         }
@@ -89,7 +98,8 @@ struct UpscaleCommand: ParsableCommand {
         logger.logLevel = quiet ? .error : .notice
         let options = UpscaleOptions(
             width: width, height: height, scale: scale, output: output,
-            encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads),
+            encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
+                                     hevcEncoder: encoder == "auto" ? nil : encoder),
             kernel: kernel, threads: threads, overwrite: overwrite, refine: refine, codecChosen: codec != nil)
         let cancel = CancellationFlag()
         let trap = SignalTrap { cancel.cancel() }

@@ -128,6 +128,26 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), before)
     }
 
+    func testEncoderChoiceIsHonouredAndNamedInTheSummary() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let auto = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(auto.status, 0, auto.stderr)
+        // No GPU on these machines: auto falls back to libx265 (NVENC where one opens).
+        XCTAssertTrue(auto.stdout.contains("hevc via libx265") || auto.stdout.contains("hevc via hevc_nvenc"), auto.stdout)
+        let named = try upscale(["street-2s.mp4", "--width", "256", "--encoder", "libx265", "--preset", "ultrafast", "--overwrite"], in: dir)
+        XCTAssertEqual(named.status, 0, named.stderr)
+        XCTAssertTrue(named.stdout.contains("hevc via libx265"), named.stdout)
+        let before = try Data(contentsOf: dir.appendingPathComponent("street-2s Upscaled.mp4"))
+        let vaapi = try upscale(["street-2s.mp4", "--width", "256", "--encoder", "hevc_vaapi", "--overwrite"], in: dir)
+        XCTAssertEqual(vaapi.status, 1)
+        XCTAssertTrue(vaapi.stderr.contains("hevc_vaapi encoder is not available"), vaapi.stderr)
+        XCTAssertEqual(vaapi.stderr.split(separator: "\n").count, 1)
+        XCTAssertEqual(try Data(contentsOf: dir.appendingPathComponent("street-2s Upscaled.mp4")), before)
+        XCTAssertEqual(listing(dir), ["street-2s Upscaled.mp4", "street-2s.mp4"])
+        XCTAssertEqual(try upscale(["street-2s.mp4", "--encoder", "x264"], in: dir).status, 2)
+        XCTAssertEqual(try upscale(["street-2s.mp4", "--encoder", "libx265", "--codec", "prores"], in: dir).status, 2)
+    }
+
     func testUnwritableOutputFolderFailsCleanly() throws {
         let dir = try workspace(["street-2s.mp4"])
         // /proc takes no new files, even for root.
