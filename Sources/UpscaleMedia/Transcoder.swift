@@ -37,9 +37,11 @@ public final class Transcoder {
         case packet(UnsafeMutablePointer<AVPacket>, stream: Int)
     }
 
-    private enum AudioRoute {
+    /// Where packets of a non-video input stream go: copied, or re-encoded (audio to AAC,
+    /// text subtitles to mov_text) into output stream `output`.
+    private enum StreamRoute {
         case copy(output: Int)
-        case transcode(AudioTranscoder, output: Int)
+        case audio(AudioTranscoder, output: Int)
         case subtitles(SubtitleTranscoder, output: Int)
     }
 
@@ -103,7 +105,7 @@ public final class Transcoder {
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
         output.stream(videoOut).pointee.sample_aspect_ratio = encoder.context.pointee.sample_aspect_ratio
 
-        var routes: [Int: AudioRoute] = [:]
+        var routes: [Int: StreamRoute] = [:]
         var copied = 0, transcoded = 0
         for i in 0..<input.streamCount where i != videoIndex {
             let s = input.stream(i)
@@ -118,7 +120,7 @@ public final class Transcoder {
                     let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader)
                     let out = try output.addStream(encoder: t.encoder)
                     av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
-                    routes[i] = .transcode(t, output: out)
+                    routes[i] = .audio(t, output: out)
                     transcoded += 1
                     logger.notice("audio stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); re-encoded to AAC")
                 }
@@ -161,7 +163,7 @@ public final class Transcoder {
 
     private func pump(
         input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder, output: OutputFile,
-        videoOut: Int, routes: [Int: AudioRoute], cancel: CancellationFlag, start: Date,
+        videoOut: Int, routes: [Int: StreamRoute], cancel: CancellationFlag, start: Date,
         progress: @escaping (TranscodeProgress) -> Void
     ) throws -> Int {
         let videoStream = input.stream(videoIndex)
@@ -206,7 +208,7 @@ public final class Transcoder {
                         case .copy(let out):
                             packet!.pointee.pos = -1
                             forward(packet!, out)
-                        case .transcode(let t, let out):
+                        case .audio(let t, let out):
                             try t.transcode(packet) { forward($0, out) }
                         case .subtitles(let t, let out):
                             try t.transcode(packet!) { forward($0, out) }
@@ -214,7 +216,7 @@ public final class Transcoder {
                     }
                 }
                 try decoder.decode(nil, make: inputPool.take, emit: pushPicture)
-                for case .transcode(let t, let out) in routes.values {
+                for case .audio(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
                 }
                 decoded.finish()
