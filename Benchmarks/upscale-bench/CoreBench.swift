@@ -25,6 +25,10 @@ struct CoreBench: ParsableCommand {
     var depth = 8
     @Option(help: "Video whose first frames are used (default: Samples/street.mp4), scaled to --from once, untimed.")
     var input: String?
+    @Option(parsing: .upToNextOption, help: ArgumentHelp(
+        "Photos to tile at their own resolution into the frames' luma instead of a video (chroma grey): detail in every sample, as in footage shot at the input size.",
+        valueName: "photo"))
+    var photos: [String] = []
     @Option(parsing: .upToNextOption, help: "Methods to run (default: all).") var methods: [String] = []
     @Flag(help: "Print one JSON object instead of a table.") var json = false
 
@@ -35,16 +39,22 @@ struct CoreBench: ParsableCommand {
         } else {
             print("core: \(report.from) → \(report.to) yuv420p \(depth)-bit, \(report.frames) real frames, \(threads) thread(s), median of \(runs) runs")
             print(report.table())
+            if let share = report.refined_share { print("upscale-refined changes \(fmt(100 * share, 1))% of the luma samples of these frames") }
         }
     }
 
     func measure() throws -> SpeedReport {
-        let source = input ?? defaultClip()
-        let reader = try VideoFrameReader(path: source)
-        let prepare = try SwscaleScaler(input: (reader.width, reader.height), output: (from.width, from.height))
         var inputs: [Frame] = []
-        while inputs.count < frames, let next = try reader.next() { inputs.append(prepare.scale(next.frame)) }
-        guard !inputs.isEmpty else { throw ValidationError("'\(source)' has no frames") }
+        if photos.isEmpty {
+            let source = input ?? defaultClip()
+            let reader = try VideoFrameReader(path: source)
+            let prepare = try SwscaleScaler(input: (reader.width, reader.height), output: (from.width, from.height))
+            while inputs.count < frames, let next = try reader.next() { inputs.append(prepare.scale(next.frame)) }
+            guard !inputs.isEmpty else { throw ValidationError("'\(source)' has no frames") }
+        } else {
+            let tiles = try photos.map(ImagePlanes.loadLuma)
+            inputs = (0..<frames).map { Self.mosaic(tiles, width: from.width, height: from.height, shift: $0) }
+        }
 
         guard depth == 8 || depth == 10 else { throw ValidationError("--depth is 8 or 10") }
         var all = depth == 8 ? try makeMethods() : try makeMethods10()
@@ -80,7 +90,37 @@ struct CoreBench: ParsableCommand {
                 ratio_to_swscale: swscale > 0 ? round3(m / swscale) : 0,
                 peak_rss_delta_mb: round2(Double(rss[method.name]!) / 1e6))
         }
-        return SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count, results: results)
+        var share: Double?
+        if let refiner = EdgeRefiner.trained(input: (from.width, from.height), output: (to.width, to.height)) {
+            let counts = inputs.map { frame in refiner.analyze(frame.planes[0]).classes.filter { $0 >= 0 }.count }
+            share = round3(Double(counts.reduce(0, +)) / Double(inputs.count * from.width * from.height))
+        }
+        return SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count,
+                           refined_share: share, results: results)
+    }
+
+    /// A yuv420p frame whose luma is `tiles` laid edge to edge, row after row (starting with
+    /// tile `shift`), at their own resolution; chroma is neutral grey.
+    static func mosaic(_ tiles: [Plane], width: Int, height: Int, shift: Int) -> Frame {
+        let frame = Frame(width: width, height: height, layout: .yuv420)
+        for plane in frame.planes.dropFirst() {
+            for y in 0..<plane.height { plane.row(y).update(repeating: 128, count: plane.width) }
+        }
+        let luma = frame.planes[0]
+        var next = shift, top = 0
+        while top < height {
+            var left = 0, rowHeight = 0
+            while left < width {
+                let tile = tiles[next % tiles.count]
+                next += 1
+                let w = min(tile.width, width - left), h = min(tile.height, height - top)
+                for y in 0..<h { (luma.row(top + y) + left).update(from: tile.row(y), count: w) }
+                left += w
+                rowHeight = max(rowHeight, h)
+            }
+            top += rowHeight
+        }
+        return frame
     }
 
     /// An 8-bit frame as 10-bit samples (value·4 plus the top two bits again, so all ten bits vary).
@@ -100,7 +140,8 @@ struct CoreBench: ParsableCommand {
         let (input, output) = ((from.width, from.height), (to.width, to.height))
         let ours = Lazy { FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads) }
         let refined = Lazy {
-            FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads, refiner: .x2)
+            FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads,
+                        refiner: EdgeRefiner.trained(input: input, output: output))
         }
         let sws = Lazy { try SwscaleScaler(input: input, output: output, threads: threads) }
         let zimg = Lazy { try ZimgScaler(input: input, output: output, layout: .yuv420) }

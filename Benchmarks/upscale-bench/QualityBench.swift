@@ -93,17 +93,12 @@ struct QualityBench: ParsableCommand {
         let ours = FrameScaler(input: from, output: to, layout: .gray, kernel: .lanczos3, threads: 2)
         let sws = try SwscaleScaler(input: from, output: to, layout: .gray, algorithm: .lanczos)
         let zimg = try ZimgScaler(input: from, output: to, layout: .gray)
-        let paddedX2 = EdgeRefiner.x2.paddedWeights
+        let refined = FrameScaler(input: from, output: to, layout: .gray, kernel: .lanczos3, threads: 2,
+                                  refiner: EdgeRefiner.trained(input: from, output: to))
         let gray = { (p: Plane, w: Int, h: Int) in Frame(width: w, height: h, layout: .gray, planes: [p]) }
         return [
             ("upscale-lanczos3", { ours.scale(gray($0, from.0, from.1)).planes[0] }),
-            ("upscale-refined", { p in
-                let lanczos = ours.scale(gray(p, from.0, from.1)).planes[0]
-                guard to.0 == 2 * from.0 && to.1 == 2 * from.1 else { return lanczos }
-                let out = Plane(width: to.0, height: to.1)
-                EdgeRefiner.x2.refine(lanczos, into: out, rows: 0..<to.1, padded: paddedX2)
-                return out
-            }),
+            ("upscale-refined", { refined.scale(gray($0, from.0, from.1)).planes[0] }),
             ("swscale-lanczos", { sws.scale(gray($0, from.0, from.1)).planes[0] }),
             ("zimg-lanczos", { p in
                 let out = Frame(width: to.0, height: to.1, layout: .gray)

@@ -16,6 +16,8 @@ struct SpeedReport: Codable {
     let to: String
     let threads: Int
     let frames: Int
+    /// Share of the frames' luma samples the refinement changes (nil where it does not apply).
+    var refined_share: Double? = nil
     let results: [SpeedResult]
 
     func table() -> String {

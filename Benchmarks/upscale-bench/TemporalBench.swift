@@ -35,7 +35,7 @@ struct TemporalBench: ParsableCommand {
         let reader = try VideoFrameReader(path: input ?? defaultClip())
         let size = (reader.width, reader.height), out = (2 * reader.width, 2 * reader.height)
         let scalers = [("upscale-lanczos3", FrameScaler(input: size, output: out, layout: .yuv420, threads: 2)),
-                       ("upscale-refined", FrameScaler(input: size, output: out, layout: .yuv420, threads: 2, refiner: .x2))]
+                       ("upscale-refined", FrameScaler(input: size, output: out, layout: .yuv420, threads: 2, refiner: EdgeRefiner.trained(input: size, output: out)))]
         var previousInput: Plane?
         var previous: [Plane?] = [nil, nil]
         var sums = [0.0, 0.0], count = 0

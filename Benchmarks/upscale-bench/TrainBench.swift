@@ -9,94 +9,109 @@ import UpscaleImages
 struct TrainBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "train",
-        abstract: "Fit EdgeRefiner's x2 filters on photos (libvips Lanczos3 downscale, our Lanczos3 upscale, least squares per class).")
+        abstract: "Fit EdgeRefiner's filters for one ratio on photos (libvips Lanczos3 downscale, least squares per class).")
 
-    @Option(help: "Filter size (odd).") var size = 9
-    @Option(help: "Ridge weight pulling each filter towards plain Lanczos (per sample).") var ridge = 0.02
+    @Option(help: "Scale factor the filters are for: 2, 3 or 4.") var ratio = 2
+    @Option(help: "Ridge weight pulling each filter towards plain Lanczos (per sample).") var ridge = 0.01
     @Option(help: "Standard deviation of Gaussian noise added to the low-resolution input (8-bit levels), so filters do not amplify the noise of real footage.")
     var noise = 0.0
-    @Option(help: "Swift file to write.") var output = "Sources/UpscaleCore/EdgeRefinerFilters.swift"
+    @Option(help: "Fraction of samples (by gradient strength) that keep Lanczos.") var flat = 0.5
+    @Option(help: "Fade-in width above the strength threshold, as a fraction of the threshold.") var fade = 0.5
+    @Option(help: "Swift file to write (default Sources/UpscaleCore/EdgeRefinerFiltersX<ratio>.swift).") var output: String?
     @Argument(help: "Training photos.") var photos: [String]
 
     func run() throws {
-        let n = size * size
-        let buckets = EdgeRefiner.bucketCount
-        // Thresholds from the data: strength and coherence terciles over all training samples.
-        var pairs: [(Plane, Plane)] = []
-        var strengths: [Float] = [], coherences: [Float] = []
+        guard (2...4).contains(ratio) else { throw ValidationError("--ratio is 2, 3 or 4") }
+        let n = EdgeRefiner.taps, phases = ratio * ratio, classes = EdgeRefiner.classCount
+        let lanczos = EdgeRefiner.lanczosWeights(ratio: ratio)
+        let probe = EdgeRefiner(ratio: ratio, strengthThresholds: (0, 0), coherenceThresholds: (0, 0), fade: 1,
+                                weights: Array(repeating: lanczos, count: classes).flatMap { $0 })
+        // Thresholds from the data: strength quantiles, coherence terciles of the refined samples.
+        var pairs: [(hr: Plane, lr: Plane)] = []
+        var strengths: [Float] = []
         for path in photos {
             let full = try ImagePlanes.loadLuma(path)
-            let hr = ImageMetrics.crop(full, width: full.width / 4 * 4, height: full.height / 4 * 4)
-            let lr = try ImagePlanes.resizeLanczos3(hr, scale: 0.5)
+            let hr = ImageMetrics.crop(full, width: full.width / (2 * ratio) * 2 * ratio, height: full.height / (2 * ratio) * 2 * ratio)
+            let lr = try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(ratio))
             if noise > 0 { addNoise(to: lr, sigma: noise, seed: UInt64(pairs.count + 1)) }
-            let up = FrameScaler(input: (lr.width, lr.height), output: (hr.width, hr.height), layout: .gray, threads: 2)
-                .scale(Frame(width: lr.width, height: lr.height, layout: .gray, planes: [lr])).planes[0]
-            pairs.append((hr, up))
-            for y in stride(from: 4, to: up.height - 4, by: 3) {
-                for x in stride(from: 4, to: up.width - 4, by: 3) {
-                    let s = EdgeRefiner.structure(up, x: x, y: y)
-                    strengths.append(s.strength)
-                    coherences.append(s.coherence)
-                }
-            }
+            pairs.append((hr, lr))
+            let m = EdgeRefiner.margin
+            let s = probe.analyze(lr).strength
+            for y in m..<(lr.height - m) { for x in m..<(lr.width - m) { strengths.append(s[y * lr.width + x]) } }
         }
         strengths.sort()
+        let t0 = strengths[Int(Double(strengths.count) * flat)]
+        let t1 = strengths[Int(Double(strengths.count) * (1 + flat) / 2)]
+        var coherences: [Float] = []
+        let withStrength = EdgeRefiner(ratio: ratio, strengthThresholds: (t0, t1), coherenceThresholds: (0, 0), fade: 1,
+                                       weights: probe.weights)
+        for (_, lr) in pairs {
+            let a = withStrength.analyze(lr)
+            for i in a.classes.indices where a.classes[i] >= 0 { coherences.append(a.coherence[i]) }
+        }
         coherences.sort()
-        let st = (strengths[strengths.count / 3], strengths[strengths.count * 2 / 3])
         let ct = (coherences[coherences.count / 3], coherences[coherences.count * 2 / 3])
-        let classifier = EdgeRefiner(size: size, strengthThresholds: st, coherenceThresholds: ct,
-                                     weights: [Float](repeating: 0, count: buckets * n))
+        let classifier = EdgeRefiner(ratio: ratio, strengthThresholds: (t0, t1), coherenceThresholds: ct,
+                                     fade: Float(fade) * t0, weights: probe.weights)
 
-        var ata = [Double](repeating: 0, count: buckets * n * n)
-        var atb = [Double](repeating: 0, count: buckets * n)
-        var counts = [Int](repeating: 0, count: buckets)
-        let patch = UnsafeMutablePointer<Float>.allocate(capacity: n)
-        defer { patch.deallocate() }
+        var ata = [Double](repeating: 0, count: classes * n * n)
+        var atb = [Double](repeating: 0, count: classes * n * phases)
+        var counts = [Int](repeating: 0, count: classes)
         var p = [Double](repeating: 0, count: n)
-        for (hr, up) in pairs {
-            let margin = size / 2 + 4
-            for y in margin..<(up.height - margin) {
-                for x in margin..<(up.width - margin) {
-                    let s = EdgeRefiner.structure(up, x: x, y: y)
-                    let b = classifier.bucket(angle: s.angle, strength: s.strength, coherence: s.coherence, x: x, y: y)
-                    EdgeRefiner.patch(up, x: x, y: y, size: size, into: patch)
-                    for i in 0..<n { p[i] = Double(patch[i]) }
-                    let target = Double(hr[x, y])
+        for (hr, lr) in pairs {
+            let map = classifier.analyze(lr).classes
+            for y in 0..<lr.height {
+                for x in 0..<lr.width {
+                    let c = Int(map[y * lr.width + x])
+                    guard c >= 0 else { continue }
+                    var i = 0
+                    for dy in -3...3 { for dx in -3...3 { p[i] = Double(lr[x + dx, y + dy]); i += 1 } }
                     ata.withUnsafeMutableBufferPointer { m in
-                        let base = b * n * n
+                        let base = c * n * n
                         for i in 0..<n {
-                            let pi = p[i]
-                            let rowBase = base + i * n
+                            let pi = p[i], rowBase = base + i * n
                             for j in i..<n { m[rowBase + j] += pi * p[j] }
                         }
                     }
-                    for i in 0..<n { atb[b * n + i] += p[i] * target }
-                    counts[b] += 1
+                    atb.withUnsafeMutableBufferPointer { b in
+                        for py in 0..<ratio {
+                            for px in 0..<ratio {
+                                let target = Double(hr[ratio * x + px, ratio * y + py])
+                                let base = (c * phases + py * ratio + px) * n
+                                for i in 0..<n { b[base + i] += p[i] * target }
+                            }
+                        }
+                    }
+                    counts[c] += 1
                 }
             }
         }
 
-        var weights = [Float](repeating: 0, count: buckets * n)
-        for b in 0..<buckets {
-            // (AᵀA + λ·count·I) h = Aᵀb + λ·count·δ: few samples → plain Lanczos (δ at the centre).
-            let lambda = ridge * Double(max(counts[b], 1)) * 255 * 255
+        var weights = [Float](repeating: 0, count: classes * phases * n)
+        for c in 0..<classes {
+            // (AᵀA + λ·count·I) h = Aᵀb + λ·count·lanczos: few samples → plain Lanczos.
+            let lambda = ridge * Double(max(counts[c], 1)) * 255 * 255
             var m = [Double](repeating: 0, count: n * n)
-            var rhs = [Double](repeating: 0, count: n)
             for i in 0..<n {
                 for j in i..<n {
-                    m[i * n + j] = ata[b * n * n + i * n + j]
+                    m[i * n + j] = ata[c * n * n + i * n + j]
                     m[j * n + i] = m[i * n + j]
                 }
                 m[i * n + i] += lambda
-                rhs[i] = atb[b * n + i]
             }
-            rhs[n / 2] += lambda
-            let h = try solveSymmetric(m, rhs, n: n)
-            for i in 0..<n { weights[b * n + i] = Float(h[i]) }
+            let factor = try cholesky(m, n: n)
+            for phase in 0..<phases {
+                let rhs = (0..<n).map { atb[(c * phases + phase) * n + $0] + lambda * Double(lanczos[phase * n + $0]) }
+                let h = solve(factor, rhs, n: n)
+                for i in 0..<n { weights[(c * phases + phase) * n + i] = Float(h[i]) }
+            }
         }
-        try writeSwift(size: size, st: st, ct: ct, weights: weights, samples: counts.reduce(0, +))
-        print("trained \(buckets) classes on \(counts.reduce(0, +)) samples from \(photos.count) photos; " +
-              "strength thresholds \(st), coherence thresholds \(ct); empty classes: \(counts.filter { $0 == 0 }.count); wrote \(output)")
+        let total = counts.reduce(0, +)
+        let path = output ?? "Sources/UpscaleCore/EdgeRefinerFiltersX\(ratio).swift"
+        try writeSwift(to: path, refiner: EdgeRefiner(ratio: ratio, strengthThresholds: (t0, t1), coherenceThresholds: ct,
+                                                        fade: Float(fade) * t0, weights: weights), samples: total)
+        print("trained \(classes) classes x \(phases) phases on \(total) samples from \(photos.count) photos; " +
+              "strength thresholds (\(t0), \(t1)), coherence thresholds \(ct); empty classes: \(counts.filter { $0 == 0 }.count); wrote \(path)")
     }
 
     /// Deterministic Gaussian noise (Box-Muller over a 64-bit LCG), clamped to 0...255.
@@ -114,8 +129,8 @@ struct TrainBench: ParsableCommand {
         }
     }
 
-    /// Cholesky solve of a symmetric positive definite system.
-    private func solveSymmetric(_ a: [Double], _ b: [Double], n: Int) throws -> [Double] {
+    /// Cholesky factor L (row-major, lower) of a symmetric positive definite matrix.
+    private func cholesky(_ a: [Double], n: Int) throws -> [Double] {
         var l = [Double](repeating: 0, count: n * n)
         for i in 0..<n {
             for j in 0...i {
@@ -129,6 +144,11 @@ struct TrainBench: ParsableCommand {
                 }
             }
         }
+        return l
+    }
+
+    /// Solves L Lᵀ x = b.
+    private func solve(_ l: [Double], _ b: [Double], n: Int) -> [Double] {
         var y = [Double](repeating: 0, count: n)
         for i in 0..<n {
             var s = b[i]
@@ -144,26 +164,27 @@ struct TrainBench: ParsableCommand {
         return x
     }
 
-    private func writeSwift(size: Int, st: (Float, Float), ct: (Float, Float), weights: [Float], samples: Int) throws {
+    private func writeSwift(to path: String, refiner: EdgeRefiner, samples: Int) throws {
         var bytes = [UInt8]()
-        bytes.reserveCapacity(weights.count * 4)
-        for w in weights { withUnsafeBytes(of: w.bitPattern.littleEndian) { bytes.append(contentsOf: $0) } }
+        bytes.reserveCapacity(refiner.weights.count * 4)
+        for w in refiner.weights { withUnsafeBytes(of: w.bitPattern.littleEndian) { bytes.append(contentsOf: $0) } }
         let names = photos.map { URL(fileURLWithPath: $0).lastPathComponent }.joined(separator: ", ")
+        let r = refiner.ratio, st = refiner.strengthThresholds, ct = refiner.coherenceThresholds
         let text = """
-            // Generated by `upscale-bench train --size \(size) --ridge \(ridge) --noise \(noise)`; do not edit.
+            // Generated by `upscale-bench train --ratio \(r) --ridge \(ridge) --noise \(noise) --flat \(flat) --fade \(fade)`; do not edit.
             // Training photos (\(photos.count), from Debian's opencv-doc, none used by the quality reports): \(names).
             // \(samples) samples; weights are little-endian Float32, base64.
 
             extension EdgeRefiner {
-                /// Filters for 2x upscaling, fitted on real photos.
-                public static let x2 = EdgeRefiner(
-                    size: \(size), strengthThresholds: (\(st.0), \(st.1)), coherenceThresholds: (\(ct.0), \(ct.1)),
-                    weights: decodeWeights(x2Data))
+                /// Filters for \(r)x upscaling, fitted on real photos.
+                public static let x\(r) = EdgeRefiner(
+                    ratio: \(r), strengthThresholds: (\(st.0), \(st.1)), coherenceThresholds: (\(ct.0), \(ct.1)),
+                    fade: \(refiner.fade), weights: decodeWeights(x\(r)Data))
 
-                private static let x2Data = "\(Data(bytes).base64EncodedString())"
+                private static let x\(r)Data = "\(Data(bytes).base64EncodedString())"
             }
 
             """
-        try text.write(toFile: output, atomically: true, encoding: .utf8)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
     }
 }

@@ -1,36 +1,94 @@
 import Foundation
 
-/// Learned edge-directed refinement of a 2x Lanczos luma plane (RAISR-style).
+/// Learned edge-directed refinement of an integer-ratio Lanczos upscale (RAISR-style, on
+/// the input grid).
 ///
-/// Every output sample is classified by the local gradient structure of the Lanczos
-/// result — dominant orientation (`angles` bins), strength (3 bins) and coherence
-/// (3 bins) of the 5x5 structure tensor — and by its output phase (x mod 2, y mod 2).
-/// Each class has a `size`x`size` filter, fitted offline by least squares on real photos
-/// (`upscale-bench train`), that maps the Lanczos neighbourhood to the true sample. Along
-/// a coherent edge the filter interpolates along the edge rather than across it. The
-/// result is clamped to the range of the 3x3 Lanczos neighbourhood, so refinement never
-/// adds overshoot beyond Lanczos' own.
+/// Every input sample away from the border is classified by the 5x5 structure tensor of
+/// the input's gradients: dominant orientation (`angles` bins), strength and coherence.
+/// Weak gradients (flat areas, fine texture) keep the Lanczos result. Elsewhere one 7x7
+/// filter per output phase — `ratio`² of them, trained offline by least squares on real
+/// photos (`upscale-bench train`) — maps the 7x7 input neighbourhood straight to the
+/// `ratio`x`ratio` output samples the input sample covers. Along a coherent edge these
+/// filters interpolate along the edge rather than across it. The result is clamped to the
+/// range of the 3x3 input neighbourhood (no ringing beyond the nearest samples) and faded
+/// in over `fade` above the strength threshold, so a sample whose gradient hovers at the
+/// threshold does not switch between two results from frame to frame.
+///
+/// It runs after the Lanczos pass on the same band of output rows, reading only the input
+/// plane and the band's own Lanczos rows: no full-size intermediate.
 public struct EdgeRefiner: Sendable {
     public static let angles = 24
-    public static let strengthBins = 3
     public static let coherenceBins = 3
-    public static let phases = 4
-    public static let bucketCount = angles * strengthBins * coherenceBins * phases
+    /// Classes that have filters: angle × {medium, strong} × coherence.
+    public static let classCount = angles * 2 * coherenceBins
+    /// Filter window on the input grid.
+    public static let window = 7
+    public static let taps = window * window
+    /// Half-size of the structure-tensor window (5x5).
+    static let tensorRadius = 2
 
-    public let size: Int
-    /// Gradient-strength thresholds between the three strength bins (in sample units).
+    public let ratio: Int
+    /// Gradient strength (input-grid units) where refinement starts, and between medium and strong.
     public let strengthThresholds: (Float, Float)
     /// Coherence thresholds between the three coherence bins.
     public let coherenceThresholds: (Float, Float)
-    /// `bucketCount * size * size` filter weights, bucket-major, row-major within a filter.
+    /// Strength above the first threshold over which the refined result fades in.
+    public let fade: Float
+    /// `classCount * ratio² * taps` weights: class-major, then phase (py * ratio + px), then taps row-major.
     public let weights: [Float]
+    /// The same weights laid out for the inner loop (see `pack`).
+    let packed: [Float]
 
-    public init(size: Int, strengthThresholds: (Float, Float), coherenceThresholds: (Float, Float), weights: [Float]) {
-        precondition(weights.count == EdgeRefiner.bucketCount * size * size, "filter data has the wrong size")
-        self.size = size
+    public var phases: Int { ratio * ratio }
+
+    public init(ratio: Int, strengthThresholds: (Float, Float), coherenceThresholds: (Float, Float), fade: Float,
+                weights: [Float]) {
+        precondition((2...4).contains(ratio), "refinement is for 2x, 3x and 4x")
+        precondition(weights.count == EdgeRefiner.classCount * ratio * ratio * EdgeRefiner.taps, "filter data has the wrong size")
+        self.ratio = ratio
         self.strengthThresholds = strengthThresholds
         self.coherenceThresholds = coherenceThresholds
+        self.fade = fade
         self.weights = weights
+        packed = EdgeRefiner.pack(weights, ratio: ratio)
+    }
+
+    /// The trained refiner for an exact integer ratio between input and output, if there is one.
+    public static func trained(input: (width: Int, height: Int), output: (width: Int, height: Int)) -> EdgeRefiner? {
+        guard input.width > 0, input.height > 0, output.width % input.width == 0,
+              output.width / input.width == output.height / input.height, output.height % input.height == 0 else { return nil }
+        switch output.width / input.width {
+        case 2: return .x2
+        case 3: return .x3
+        case 4: return .x4
+        default: return nil
+        }
+    }
+
+    /// 2x: per class and filter row, 32 floats: for taps 0...7 (7 is 0) the four phases.
+    /// 3x/4x: per class, for each tap, the phases as 16 floats (unused lanes 0).
+    static func pack(_ weights: [Float], ratio: Int) -> [Float] {
+        let phases = ratio * ratio, w = window
+        if ratio == 2 {
+            var out = [Float](repeating: 0, count: classCount * w * phases * 8)
+            for c in 0..<classCount {
+                for p in 0..<phases {
+                    for dy in 0..<w {
+                        for dx in 0..<w {
+                            out[((c * w + dy) * 8 + dx) * phases + p] = weights[(c * phases + p) * taps + dy * w + dx]
+                        }
+                    }
+                }
+            }
+            return out
+        }
+        var out = [Float](repeating: 0, count: classCount * taps * 16)
+        for c in 0..<classCount {
+            for p in 0..<phases {
+                for t in 0..<taps { out[(c * taps + t) * 16 + p] = weights[(c * phases + p) * taps + t] }
+            }
+        }
+        return out
     }
 
     /// Little-endian Float32 weights from base64 (how `upscale-bench train` stores them).
@@ -45,40 +103,29 @@ public struct EdgeRefiner: Sendable {
         return weights
     }
 
-    /// Local structure of `plane` at (x, y): orientation in [0, π), gradient strength, coherence.
-    /// Gradients are central differences (clamped one sample inside the plane); the tensor is
-    /// their products summed over a 5x5 window, column sums first — the same order the fast
-    /// path in `refine` uses, so training and refinement classify identically.
-    @inline(__always)
-    public static func structure(_ plane: Plane, x: Int, y: Int) -> (angle: Float, strength: Float, coherence: Float) {
-        var sxx: Float = 0, syy: Float = 0, sxy: Float = 0
-        let w = plane.width, h = plane.height
-        for dx in -2...2 {
-            let xx = min(max(x + dx, 1), w - 2)
-            var cxx: Float = 0, cyy: Float = 0, cxy: Float = 0
-            for dy in -2...2 {
-                let yy = min(max(y + dy, 1), h - 2)
-                let g = gradient(plane, x: xx, y: yy)
-                cxx += g.x * g.x
-                cyy += g.y * g.y
-                cxy += g.x * g.y
-            }
-            sxx += cxx
-            syy += cyy
-            sxy += cxy
+    /// Plain Lanczos3 as 7x7 filters per phase (the separable taps multiplied out): what
+    /// training pulls sparse classes towards.
+    public static func lanczosWeights(ratio: Int) -> [Float] {
+        let r = window / 2
+        func taps(_ phase: Int) -> [Double] {
+            let offset = (Double(phase) + 0.5) / Double(ratio) - 0.5
+            let raw = (-r...r).map { Kernel.lanczos3.weight(Double($0) - offset) }
+            let sum = raw.reduce(0, +)
+            return raw.map { $0 / sum }
         }
-        return classify(sxx: sxx, syy: syy, sxy: sxy)
+        var out: [Float] = []
+        for py in 0..<ratio {
+            for px in 0..<ratio {
+                let ty = taps(py), tx = taps(px)
+                for dy in 0..<window { for dx in 0..<window { out.append(Float(ty[dy] * tx[dx])) } }
+            }
+        }
+        return out
     }
 
+    /// Orientation in [0, π), strength and coherence from a tensor summed over the 5x5 window.
     @inline(__always)
-    static func gradient(_ plane: Plane, x: Int, y: Int) -> (x: Float, y: Float) {
-        let row = plane.row(y)
-        return ((Float(row[x + 1]) - Float(row[x - 1])) * 0.5, (Float(plane.row(y + 1)[x]) - Float(plane.row(y - 1)[x])) * 0.5)
-    }
-
-    /// Orientation, strength and coherence from the summed tensor of a 5x5 window.
-    @inline(__always)
-    static func classify(sxx: Float, syy: Float, sxy: Float) -> (angle: Float, strength: Float, coherence: Float) {
+    static func structure(sxx: Float, syy: Float, sxy: Float) -> (angle: Float, strength: Float, coherence: Float) {
         let a = sxx / 25, b = syy / 25, c = sxy / 25
         let trace = a + b
         let root = ((a - b) * (a - b) + 4 * c * c).squareRoot()
@@ -91,7 +138,7 @@ public struct EdgeRefiner: Sendable {
     }
 
     /// atan2 to within 2e-6 rad (an 11th-order odd polynomial on [0, 1] with octant folding);
-    /// the angle only picks one of 24 bins, and libm's atan2f cost more than the filter.
+    /// the angle only picks one of 24 bins.
     @inline(__always)
     static func fastAtan2(_ y: Float, _ x: Float) -> Float {
         let ax = abs(x), ay = abs(y)
@@ -104,129 +151,270 @@ public struct EdgeRefiner: Sendable {
         return y < 0 ? -r : r
     }
 
+    /// Class index of a structure whose strength is at least the first threshold.
     @inline(__always)
-    public func bucket(angle: Float, strength: Float, coherence: Float, x: Int, y: Int) -> Int {
-        let a = min(Int(angle / Float.pi * Float(EdgeRefiner.angles)), EdgeRefiner.angles - 1)
-        let s = strength < strengthThresholds.0 ? 0 : (strength < strengthThresholds.1 ? 1 : 2)
+    public func classIndex(angle: Float, strength: Float, coherence: Float) -> Int {
+        let a = min(Int(angle * (Float(EdgeRefiner.angles) / Float.pi)), EdgeRefiner.angles - 1)
+        let s = strength < strengthThresholds.1 ? 0 : 1
         let c = coherence < coherenceThresholds.0 ? 0 : (coherence < coherenceThresholds.1 ? 1 : 2)
-        let phase = (y & 1) * 2 + (x & 1)
-        return ((a * EdgeRefiner.strengthBins + s) * EdgeRefiner.coherenceBins + c) * EdgeRefiner.phases + phase
+        return (a * 2 + s) * EdgeRefiner.coherenceBins + c
     }
 
-    /// The `size`x`size` neighbourhood of (x, y) with edge clamping, row-major, into `patch`.
+    /// How much of the refined result replaces Lanczos at this strength (0 below the threshold).
     @inline(__always)
-    public static func patch(_ plane: Plane, x: Int, y: Int, size: Int, into patch: UnsafeMutablePointer<Float>) {
-        let r = size / 2
-        var i = 0
-        for dy in -r...r {
-            let row = plane.row(min(max(y + dy, 0), plane.height - 1))
-            for dx in -r...r {
-                patch[i] = Float(row[min(max(x + dx, 0), plane.width - 1)])
-                i += 1
-            }
-        }
+    public func weight(strength: Float) -> Float {
+        min(max((strength - strengthThresholds.0) / fade, 0), 1)
     }
 
-    /// The filters with each row padded to 16 weights, for one 16-lane multiply per row.
-    public var paddedWeights: [Float] {
-        var out = [Float](repeating: 0, count: EdgeRefiner.bucketCount * size * 16)
-        for b in 0..<EdgeRefiner.bucketCount {
-            for r in 0..<size {
-                for k in 0..<size { out[(b * size + r) * 16 + k] = weights[(b * size + r) * size + k] }
-            }
-        }
-        return out
-    }
+    /// Input samples at least this far from every border are refined; the rest keep Lanczos.
+    public static let margin = 3
 
-    /// Refines rows `rows` of `lanczos` (a 2x Lanczos upscale) into the same rows of `output`.
-    /// Flat areas (the lowest strength class) keep the Lanczos samples.
-    ///
-    /// Per band: the rows the 9x9 filters read are converted to Float once (edge samples
-    /// repeated into the padding), gradient products are computed once per row, and the 5x5
-    /// tensor sums come from column sums — each output sample then costs a class lookup,
-    /// nine 16-lane multiply-adds and a 3x3 clamp.
-    public func refine(_ lanczos: Plane, into output: Plane, rows: Range<Int>, padded: [Float]) {
-        precondition(size == 9, "the fast path is written for 9x9 filters")
-        let width = lanczos.width, height = lanczos.height, r = size / 2
-        let pad = 8, stride = width + 2 * pad + 16
-        // Float rows y0-4 ... y1+4 (clamped to the plane), padded left and right with edge samples.
-        let first = rows.lowerBound - r, count = rows.count + 2 * r
-        let pixels = UnsafeMutablePointer<Float>.allocate(capacity: count * stride)
-        defer { pixels.deallocate() }
-        for i in 0..<count {
-            let src = lanczos.row(min(max(first + i, 0), height - 1))
-            let dst = pixels + i * stride + pad
-            for x in -pad..<(width + pad + 16) { dst[x] = Float(src[min(max(x, 0), width - 1)]) }
-        }
-        // Gradient products for tensor rows y0-2 ... y1+2, at clamped positions as in `structure`.
-        let tFirst = rows.lowerBound - 2, tCount = rows.count + 4
-        let products = UnsafeMutablePointer<Float>.allocate(capacity: 3 * tCount * width)
-        defer { products.deallocate() }
-        for i in 0..<tCount {
-            let yy = min(max(tFirst + i, 1), height - 2)
-            let above = lanczos.row(yy - 1), row = lanczos.row(yy), below = lanczos.row(yy + 1)
-            let pxx = products + (3 * i) * width, pyy = pxx + width, pxy = pyy + width
-            for x in 0..<width {
-                let xx = min(max(x, 1), width - 2)
-                let gx = (Float(row[xx + 1]) - Float(row[xx - 1])) * 0.5
-                let gy = (Float(below[xx]) - Float(above[xx])) * 0.5
-                pxx[x] = gx * gx
-                pyy[x] = gy * gy
-                pxy[x] = gx * gy
-            }
-        }
-        let columns = UnsafeMutablePointer<Float>.allocate(capacity: 3 * (width + 4))
-        defer { columns.deallocate() }
-        padded.withUnsafeBufferPointer { all in
-            let filters = all.baseAddress!
-            for y in rows {
-                // Column sums over the five tensor rows, in dy order; index c holds column c-2 (clamped).
-                let base = y - 2 - tFirst
-                for c in 0..<(width + 4) {
-                    let x = min(max(c - 2, 0), width - 1)
-                    var cxx: Float = 0, cyy: Float = 0, cxy: Float = 0
-                    for dy in 0..<5 {
-                        let p = products + 3 * (base + dy) * width
-                        cxx += p[x]
-                        cyy += p[width + x]
-                        cxy += p[2 * width + x]
-                    }
-                    columns[c] = cxx
-                    columns[(width + 4) + c] = cyy
-                    columns[2 * (width + 4) + c] = cxy
+    /// The structure of every refinable input sample, computed by the same code `refine` uses:
+    /// strength and coherence (0 at the margin) and class index (-1 where the strength is under the threshold).
+    public func analyze(_ source: Plane) -> (strength: [Float], coherence: [Float], classes: [Int32]) {
+        let w = source.width, h = source.height
+        var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
+        var coherence = strength
+        let scratch = Scratch(width: w)
+        let m = EdgeRefiner.margin
+        guard w > 2 * m, h > 2 * m else { return (strength, coherence, classes) }
+        scratch.start(source, at: m)
+        for y in m..<(h - m) {
+            scratch.advance(source, row: y)
+            for x in m..<(w - m) {
+                let s = scratch.structure(at: x)
+                strength[y * w + x] = s.strength
+                coherence[y * w + x] = s.coherence
+                if s.strength >= strengthThresholds.0 {
+                    classes[y * w + x] = Int32(classIndex(angle: s.angle, strength: s.strength, coherence: s.coherence))
                 }
-                let out = output.row(y)
-                let above = lanczos.row(max(y - 1, 0)), row = lanczos.row(y), below = lanczos.row(min(y + 1, height - 1))
-                let centre = pixels + (y - first) * stride + pad
-                for x in 0..<width {
-                    var sxx: Float = 0, syy: Float = 0, sxy: Float = 0
-                    for dx in 0..<5 {
-                        sxx += columns[x + dx]
-                        syy += columns[(width + 4) + x + dx]
-                        sxy += columns[2 * (width + 4) + x + dx]
-                    }
-                    let s = EdgeRefiner.classify(sxx: sxx, syy: syy, sxy: sxy)
-                    if s.strength < strengthThresholds.0 {
-                        out[x] = row[x]
+            }
+        }
+        return (strength, coherence, classes)
+    }
+
+    /// Refines the output rows of input rows `rows`: `output` holds the Lanczos upscale of
+    /// `source` by `ratio` in those rows, and is updated in place. `scratch` belongs to the
+    /// calling worker and was made for `source.width`.
+    public func refine(_ source: Plane, into output: Plane, rows: Range<Int>, scratch: Scratch) {
+        let w = source.width, h = source.height, m = EdgeRefiner.margin
+        let first = max(rows.lowerBound, m), end = min(rows.upperBound, h - m)
+        guard w > 2 * m, first < end else { return }
+        let t0 = strengthThresholds.0
+        // The tensor sums' largest eigenvalue is 25·strength².
+        let limit = 25 * t0 * t0
+        packed.withUnsafeBufferPointer { all in
+            let filters = all.baseAddress!
+            scratch.start(source, at: first)
+            for y in first..<end {
+                scratch.advance(source, row: y, limit: limit)
+                let edge = scratch.edge
+                var x = m
+                while x < w - m {
+                    // Skip 16 flat samples at a time.
+                    if x + 16 <= w - m, !any(UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Float>.self) .>= 0) {
+                        x += 16
                         continue
                     }
-                    var f = filters + bucket(angle: s.angle, strength: s.strength, coherence: s.coherence, x: x, y: y) * size * 16
-                    var acc = SIMD16<Float>()
-                    var src = centre + x - r - r * stride
-                    for _ in 0..<9 {
-                        acc += UnsafeRawPointer(f).loadUnaligned(as: SIMD16<Float>.self)
-                            * UnsafeRawPointer(src).loadUnaligned(as: SIMD16<Float>.self)
-                        f += 16
-                        src += stride
+                    if edge[x] >= 0 {
+                        let s = scratch.structure(at: x)
+                        if s.strength >= t0 {
+                            let c = classIndex(angle: s.angle, strength: s.strength, coherence: s.coherence)
+                            if ratio == 2 {
+                                apply2(filters + c * EdgeRefiner.window * 4 * 8, scratch: scratch, x: x, y: y,
+                                       alpha: weight(strength: s.strength), output: output)
+                            } else {
+                                applyWide(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, y: y,
+                                          alpha: weight(strength: s.strength), output: output)
+                            }
+                        }
                     }
-                    let half = acc.lowHalf + acc.highHalf, quarter = half.lowHalf + half.highHalf
-                    let value = (quarter[0] + quarter[2]) + (quarter[1] + quarter[3])
-                    let x0 = max(x - 1, 0), x1 = min(x + 1, width - 1)
-                    let lo = min(min(min(above[x0], above[x], above[x1]), min(row[x0], row[x], row[x1])), min(below[x0], below[x], below[x1]))
-                    let hi = max(max(max(above[x0], above[x], above[x1]), max(row[x0], row[x], row[x1])), max(below[x0], below[x], below[x1]))
-                    out[x] = UInt8(min(max(value.rounded(), Float(lo)), Float(hi)))
+                    x += 1
                 }
             }
+        }
+    }
+
+    /// Range of the 3x3 input neighbourhood of (x, current row).
+    @inline(__always)
+    static func localRange(_ scratch: Scratch, x: Int) -> (Float, Float) {
+        let a = scratch.sampleRow(-1), b = scratch.sampleRow(0), c = scratch.sampleRow(1)
+        let lo = min(min(min(a[x - 1], a[x], a[x + 1]), min(b[x - 1], b[x], b[x + 1])), min(c[x - 1], c[x], c[x + 1]))
+        let hi = max(max(max(a[x - 1], a[x], a[x + 1]), max(b[x - 1], b[x], b[x + 1])), max(c[x - 1], c[x], c[x + 1]))
+        return (lo, hi)
+    }
+
+    /// Clamps `value` to `range`, blends it over the Lanczos sample at `out` by `alpha`, stores it.
+    @inline(__always)
+    static func store(_ value: Float, range: (Float, Float), alpha: Float, into out: UnsafeMutablePointer<UInt8>) {
+        let lanczos = Float(out.pointee)
+        let refined = min(max(value, range.0), range.1)
+        out.pointee = UInt8(lanczos + alpha * (refined - lanczos) + 0.5)
+    }
+
+    /// 2x: per filter row, taps 0-3 and 4-7 each repeated for the four phases (16 lanes:
+    /// tap-major, phase-minor) times the packed weights; the four tap groups then summed.
+    @inline(__always)
+    func apply2(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
+        var acc = SIMD16<Float>()
+        var w = UnsafeRawPointer(f)
+        for dy in -3...3 {
+            let v = UnsafeRawPointer(scratch.sampleRow(dy) + x - 3).loadUnaligned(as: SIMD8<Float>.self)
+            let low = SIMD16<Float>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
+            let high = SIMD16<Float>(v[4], v[4], v[4], v[4], v[5], v[5], v[5], v[5], v[6], v[6], v[6], v[6], v[7], v[7], v[7], v[7])
+            acc += w.loadUnaligned(as: SIMD16<Float>.self) * low
+            acc += w.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self) * high
+            w += 128
+        }
+        let half = acc.lowHalf + acc.highHalf
+        let v = half.lowHalf + half.highHalf
+        let range = EdgeRefiner.localRange(scratch, x: x)
+        let top = output.row(2 * y) + 2 * x, bottom = top + output.stride
+        EdgeRefiner.store(v[0], range: range, alpha: alpha, into: top)
+        EdgeRefiner.store(v[1], range: range, alpha: alpha, into: top + 1)
+        EdgeRefiner.store(v[2], range: range, alpha: alpha, into: bottom)
+        EdgeRefiner.store(v[3], range: range, alpha: alpha, into: bottom + 1)
+    }
+
+    /// 3x/4x: every tap broadcast against all phases at once (one 16-lane vector of phases per tap).
+    @inline(__always)
+    func applyWide(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
+        var acc = SIMD16<Float>()
+        var w = f
+        for dy in -3...3 {
+            let row = scratch.sampleRow(dy) + x - 3
+            var part = SIMD16<Float>()
+            for dx in 0..<7 {
+                part += UnsafeRawPointer(w).loadUnaligned(as: SIMD16<Float>.self) * SIMD16<Float>(repeating: row[dx])
+                w += 16
+            }
+            acc += part
+        }
+        let range = EdgeRefiner.localRange(scratch, x: x)
+        for py in 0..<ratio {
+            let out = output.row(ratio * y + py) + ratio * x
+            for px in 0..<ratio {
+                EdgeRefiner.store(acc[py * ratio + px], range: range, alpha: alpha, into: out + px)
+            }
+        }
+    }
+
+    /// Per-worker rows for the refinement: the last 8 input rows as Float, the last 8 rows of
+    /// gradient products, and the tensor sums of the current row. Rows carry 16 floats of
+    /// padding on both sides so vector loops can run past the ends.
+    public final class Scratch: @unchecked Sendable {
+        let width: Int
+        let stride: Int
+        let samples: UnsafeMutablePointer<Float>
+        let products: UnsafeMutablePointer<Float>
+        let sums: UnsafeMutablePointer<Float>
+        /// Per sample of the current row: ≥ 0 where the strength reaches the refinement threshold.
+        let edge: UnsafeMutablePointer<Float>
+        private var current = 0
+
+        public init(width: Int) {
+            self.width = width
+            stride = (width + 15) / 16 * 16 + 48
+            let count = 8 * stride + 3 * 8 * stride + 6 * stride + stride
+            let all = UnsafeMutablePointer<Float>.allocate(capacity: count)
+            all.initialize(repeating: 0, count: count)
+            samples = all + 16
+            products = all + 8 * stride + 16
+            sums = all + 32 * stride + 16
+            edge = all + 38 * stride + 16
+        }
+
+        deinit { (samples - 16).deallocate() }
+
+        /// Input row `current + dy` as Float.
+        @inline(__always) func sampleRow(_ dy: Int) -> UnsafeMutablePointer<Float> { samples + ((current + dy) & 7) * stride }
+        @inline(__always) func productRow(_ y: Int, _ k: Int) -> UnsafeMutablePointer<Float> { products + ((y & 7) * 3 + k) * stride }
+
+        /// Prepares rows for the input row `y` (rows y-3 ... y+2 and their products).
+        func start(_ source: Plane, at y: Int) {
+            for k in (y - 3)...(y + 2) { convert(source, row: k) }
+            for k in (y - 2)...(y + 1) { computeProducts(row: k) }
+        }
+
+        /// Moves to input row `y` (after `start` at some earlier row, one row at a time).
+        func advance(_ source: Plane, row y: Int, limit: Float = 0) {
+            current = y
+            convert(source, row: y + 3)
+            computeProducts(row: y + 2)
+            sumTensor(row: y, limit: limit)
+        }
+
+        private func convert(_ source: Plane, row y: Int) {
+            let src = source.row(y), dst = samples + (y & 7) * stride
+            var x = 0
+            while x + 16 <= width {
+                let bytes = UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt8>.self)
+                // The 2^23 trick: the byte in the low mantissa bits of 8388608.0.
+                let bits = SIMD16<UInt32>(truncatingIfNeeded: bytes) | 0x4B00_0000
+                UnsafeMutableRawPointer(dst + x).storeBytes(of: unsafeBitCast(bits, to: SIMD16<Float>.self) - 8_388_608, as: SIMD16<Float>.self)
+                x += 16
+            }
+            while x < width { dst[x] = Float(src[x]); x += 1 }
+        }
+
+        /// Central-difference gradient products of row y (reads rows y-1 ... y+1).
+        private func computeProducts(row y: Int) {
+            let above = samples + ((y - 1) & 7) * stride, row = samples + (y & 7) * stride
+            let below = samples + ((y + 1) & 7) * stride
+            let pxx = productRow(y, 0), pyy = productRow(y, 1), pxy = productRow(y, 2)
+            var x = 0
+            while x < width {
+                let gx = (load(row + x + 1) - load(row + x - 1)) * 0.5
+                let gy = (load(below + x) - load(above + x)) * 0.5
+                storeVector(gx * gx, pxx + x)
+                storeVector(gy * gy, pyy + x)
+                storeVector(gx * gy, pxy + x)
+                x += 16
+            }
+        }
+
+        /// Column sums of the five product rows around y, then 5-wide row sums: the 5x5 tensor
+        /// (sxx, syy, sxy rows). Also marks each sample whose largest eigenvalue reaches
+        /// `limit`, without a square root: l1 = t + √q with t = (sxx+syy)/2, q = ((sxx-syy)/2)² + sxy²,
+        /// so l1 ≥ limit ⇔ q - max(limit - t, 0)² ≥ 0, stored in `edge`.
+        func sumTensor(row y: Int, limit: Float) {
+            for k in 0..<3 {
+                let r0 = productRow(y - 2, k), r1 = productRow(y - 1, k), r2 = productRow(y, k)
+                let r3 = productRow(y + 1, k), r4 = productRow(y + 2, k)
+                let column = sums + (3 + k) * stride
+                var x = -16
+                while x < width + 16 {
+                    storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
+                    x += 16
+                }
+            }
+            let cxx = sums + 3 * stride, cyy = sums + 4 * stride, cxy = sums + 5 * stride
+            var x = 0
+            while x < width {
+                let a = box(cxx + x), b = box(cyy + x), c = box(cxy + x)
+                storeVector(a, sums + x)
+                storeVector(b, sums + stride + x)
+                storeVector(c, sums + 2 * stride + x)
+                let half = (a - b) * 0.5, gap = pointwiseMax(SIMD16<Float>(repeating: limit) - (a + b) * 0.5, SIMD16<Float>())
+                storeVector(half * half + c * c - gap * gap, edge + x)
+                x += 16
+            }
+        }
+
+        @inline(__always) private func box(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
+            ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
+        }
+
+        @inline(__always) func structure(at x: Int) -> (angle: Float, strength: Float, coherence: Float) {
+            EdgeRefiner.structure(sxx: sums[x], syy: sums[stride + x], sxy: sums[2 * stride + x])
+        }
+
+        @inline(__always) private func load(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
+            UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self)
+        }
+
+        @inline(__always) private func storeVector(_ v: SIMD16<Float>, _ p: UnsafeMutablePointer<Float>) {
+            UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD16<Float>.self)
         }
     }
 }

@@ -13,10 +13,9 @@ public final class FrameScaler: @unchecked Sendable {
     let resamplers: [PlaneResampler]
     let tasks: [(plane: Int, band: Int)]
     let scratch: [UnsafeMutablePointer<Int16>]
-    /// Applied to luma when the scale is exactly 2x; nil for plain resampling.
+    /// Applied to luma after Lanczos when its ratio is the scale's; nil for plain resampling.
     public let refiner: EdgeRefiner?
-    private let lanczosLuma: Plane?
-    private let refinerWeights: [Float]
+    private let refinerScratch: [EdgeRefiner.Scratch]
 
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
@@ -29,6 +28,9 @@ public final class FrameScaler: @unchecked Sendable {
         self.layout = layout
         self.kernel = kernel
         scheduler = TileScheduler(threads: threads)
+        let refines = refiner.map { output.width == $0.ratio * input.width && output.height == $0.ratio * input.height } ?? false
+        // Refinement works on whole input rows: luma bands start on multiples of the ratio.
+        let bandHeight = refines ? (bandHeight + refiner!.ratio - 1) / refiner!.ratio * refiner!.ratio : bandHeight
         var resamplers: [PlaneResampler] = []
         for plane in 0..<layout.planeCount {
             let sub = layout.subsampling(plane: plane)
@@ -43,10 +45,8 @@ public final class FrameScaler: @unchecked Sendable {
         }
         self.resamplers = resamplers
         tasks = resamplers.enumerated().flatMap { plane, r in (0..<r.bandCount).map { (plane, $0) } }
-        let refines = refiner != nil && output.width == 2 * input.width && output.height == 2 * input.height
         self.refiner = refines ? refiner : nil
-        lanczosLuma = refines ? Plane(width: output.width, height: output.height) : nil
-        refinerWeights = refines ? refiner!.paddedWeights : []
+        refinerScratch = refines ? (0..<scheduler.threads).map { _ in EdgeRefiner.Scratch(width: input.width) } : []
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
             let p = UnsafeMutablePointer<Int16>.allocate(capacity: max(scratchCount, 1))
@@ -103,15 +103,14 @@ public final class FrameScaler: @unchecked Sendable {
                      "destination frame does not match the scaler")
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
-            let target = plane == 0 ? (lanczosLuma ?? destination.planes[0]) : destination.planes[plane]
-            resamplers[plane].resample(band: band, from: source.planes[plane], into: target, scratch: scratch[worker])
-        }
-        if let refiner, let lanczosLuma {
-            // Refinement reads a 9x9 neighbourhood of the finished Lanczos luma, so it runs after it.
-            let rows = 32
-            scheduler.run(tasks: (outputHeight + rows - 1) / rows) { task, _ in
-                refiner.refine(lanczosLuma, into: destination.planes[0], rows: (task * rows)..<min((task + 1) * rows, outputHeight),
-                               padded: refinerWeights)
+            let resampler = resamplers[plane]
+            resampler.resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
+            if plane == 0, let refiner {
+                // The band's Lanczos rows are done; refine them from the input rows they came from.
+                let rows = (band * resampler.bandHeight)..<min((band + 1) * resampler.bandHeight, outputHeight)
+                refiner.refine(source.planes[0], into: destination.planes[0],
+                               rows: (rows.lowerBound / refiner.ratio)..<(rows.upperBound / refiner.ratio),
+                               scratch: refinerScratch[worker])
             }
         }
     }

@@ -13,7 +13,7 @@ public struct UpscaleOptions: Sendable {
     /// Threads for the upscaler core; nil = all cores.
     public var threads: Int?
     public var overwrite: Bool
-    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x only).
+    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x, 3x or 4x).
     public var refine: Bool
     /// Whether the user named the codec. When not, output beyond HEVC's limit switches to ProRes.
     public var codecChosen: Bool
@@ -167,9 +167,9 @@ public enum JobPlanner {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }
         let stored = (width: info.video!.width, height: info.video!.height)
-        let refine = options.refine && size.width == 2 * stored.width && size.height == 2 * stored.height
+        let refine = options.refine && EdgeRefiner.trained(input: stored, output: size) != nil
         if options.refine && !refine {
-            notices.append("refinement is trained for exactly 2x (\(2 * stored.width)x\(2 * stored.height) here); this job uses plain Lanczos")
+            notices.append("refinement is trained for exactly 2x, 3x and 4x (\(2 * stored.width)x\(2 * stored.height) for 2x here); this job uses plain Lanczos")
         }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }

@@ -173,7 +173,7 @@ public final class Transcoder {
         let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
                                  layout: .yuv420, kernel: job.kernel, threads: job.threads,
-                                 refiner: job.refine ? EdgeRefiner.x2 : nil)
+                                 refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil)
         let failure = Failure()
         let stopAll = {
             decoded.cancel()

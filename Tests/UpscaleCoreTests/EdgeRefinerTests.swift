@@ -79,50 +79,84 @@ final class EdgeRefinerTests: XCTestCase {
         XCTAssertNotEqual(upscale(photo, refined: false).samples, one)
     }
 
-    func testRefinementOnlyAppliesAtExactly2x() throws {
+    func testRefinementOnlyAppliesAtTrainedRatios() throws {
         let photo = try TestImages.pgm("baboon-crop.pgm")
         let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
         let plain = FrameScaler(input: (160, 120), output: (240, 180), layout: .gray).scale(frame).planes[0].samples
         let asked = FrameScaler(input: (160, 120), output: (240, 180), layout: .gray, refiner: .x2)
         XCTAssertNil(asked.refiner)
         XCTAssertEqual(asked.scale(frame).planes[0].samples, plain)
+        XCTAssertNil(EdgeRefiner.trained(input: (160, 120), output: (240, 180)))
+        XCTAssertNil(EdgeRefiner.trained(input: (160, 120), output: (960, 720)))
+        XCTAssertNil(EdgeRefiner.trained(input: (160, 120), output: (320, 360)))
+        XCTAssertEqual(EdgeRefiner.trained(input: (160, 120), output: (320, 240))?.ratio, 2)
+        XCTAssertEqual(EdgeRefiner.trained(input: (160, 120), output: (480, 360))?.ratio, 3)
+        XCTAssertEqual(EdgeRefiner.trained(input: (160, 120), output: (640, 480))?.ratio, 4)
     }
 
-    func testFastRefineMatchesPerPixelDefinition() throws {
-        // The per-pixel definition: classify with `structure`, apply the class filter to the
-        // clamped 9x9 neighbourhood, clamp to the 3x3 Lanczos range; flat pixels stay Lanczos.
-        let photo = try TestImages.pgm("baboon-crop.pgm")
-        let lanczos = upscale(photo, refined: false)
-        let fast = upscale(photo, refined: true)
-        let refiner = EdgeRefiner.x2
-        let n = refiner.size * refiner.size
-        let patch = UnsafeMutablePointer<Float>.allocate(capacity: n)
-        defer { patch.deallocate() }
-        var differing = 0
-        for y in 0..<lanczos.height {
-            for x in 0..<lanczos.width {
-                let s = EdgeRefiner.structure(lanczos, x: x, y: y)
-                var expected = lanczos[x, y]
-                if s.strength >= refiner.strengthThresholds.0 {
-                    let b = refiner.bucket(angle: s.angle, strength: s.strength, coherence: s.coherence, x: x, y: y)
-                    EdgeRefiner.patch(lanczos, x: x, y: y, size: refiner.size, into: patch)
-                    var acc: Float = 0
-                    for k in 0..<n { acc += refiner.weights[b * n + k] * patch[k] }
-                    var lo: UInt8 = 255, hi: UInt8 = 0
-                    for yy in max(y - 1, 0)...min(y + 1, lanczos.height - 1) {
-                        for xx in max(x - 1, 0)...min(x + 1, lanczos.width - 1) {
-                            lo = min(lo, lanczos[xx, yy])
-                            hi = max(hi, lanczos[xx, yy])
-                        }
-                    }
-                    expected = UInt8(min(max(acc.rounded(), Float(lo)), Float(hi)))
+    func testLanczosFiltersReproduceTheResampler() {
+        // With every class's filters set to Lanczos itself, refinement may only clamp.
+        let lr = render(width: 40, height: 30) { x, y in (x - 20) * (x - 20) + (y - 15) * (y - 15) < 90 }
+        for ratio in [2, 4] {
+            let lanczos = EdgeRefiner.lanczosWeights(ratio: ratio)
+            let identity = EdgeRefiner(ratio: ratio, strengthThresholds: (0, 0), coherenceThresholds: (0.3, 0.6), fade: 1e-6,
+                                       weights: Array(repeating: lanczos, count: EdgeRefiner.classCount).flatMap { $0 })
+            let frame = Frame(width: lr.width, height: lr.height, layout: .gray, planes: [lr])
+            let size = (lr.width * ratio, lr.height * ratio)
+            let plain = FrameScaler(input: (lr.width, lr.height), output: size, layout: .gray).scale(frame).planes[0]
+            let refined = FrameScaler(input: (lr.width, lr.height), output: size, layout: .gray, refiner: identity).scale(frame).planes[0]
+            for y in (3 * ratio)..<(size.1 - 3 * ratio) {
+                for x in (3 * ratio)..<(size.0 - 3 * ratio) where plain[x, y] > 45 && plain[x, y] < 195 {
+                    XCTAssertLessThanOrEqual(abs(Int(refined[x, y]) - Int(plain[x, y])), 1, "x\(ratio) (\(x), \(y))")
                 }
-                let got = fast[x, y]
-                XCTAssertLessThanOrEqual(abs(Int(got) - Int(expected)), 1, "(\(x), \(y))")
-                if got != expected { differing += 1 }
             }
         }
-        // Only float summation order differs, which can move a value across a rounding boundary.
-        XCTAssertLessThan(differing, lanczos.width * lanczos.height / 1000)
+    }
+
+    func testFastRefineMatchesPerSampleDefinition() throws {
+        // The definition: classify each input sample (`analyze`), apply its class's filter for
+        // every phase to the 7x7 input neighbourhood, clamp to the 3x3 input range, blend over
+        // Lanczos by the strength weight. Samples under the threshold or at the margin stay Lanczos.
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        for refiner in [EdgeRefiner.x2, .x3, .x4] {
+            let r = refiner.ratio, phases = r * r, n = EdgeRefiner.taps
+            let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
+            let size = (photo.width * r, photo.height * r)
+            let lanczos = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray).scale(frame).planes[0]
+            let fast = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, threads: 2, refiner: refiner)
+                .scale(frame).planes[0]
+            let analysis = refiner.analyze(photo)
+            var refinedCount = 0, differing = 0
+            for y in 0..<photo.height {
+                for x in 0..<photo.width {
+                    let c = Int(analysis.classes[y * photo.width + x])
+                    var lo: UInt8 = 255, hi: UInt8 = 0
+                    if c >= 0 {
+                        refinedCount += 1
+                        for yy in (y - 1)...(y + 1) { for xx in (x - 1)...(x + 1) { lo = min(lo, photo[xx, yy]); hi = max(hi, photo[xx, yy]) } }
+                    }
+                    for py in 0..<r {
+                        for px in 0..<r {
+                            let ox = r * x + px, oy = r * y + py
+                            var expected = lanczos[ox, oy]
+                            if c >= 0 {
+                                var acc: Float = 0, k = 0
+                                let w = (c * phases + py * r + px) * n
+                                for dy in -3...3 { for dx in -3...3 { acc += refiner.weights[w + k] * Float(photo[x + dx, y + dy]); k += 1 } }
+                                let clamped = min(max(acc, Float(lo)), Float(hi))
+                                let alpha = refiner.weight(strength: analysis.strength[y * photo.width + x])
+                                expected = UInt8((Float(expected) + alpha * (clamped - Float(expected))).rounded())
+                            }
+                            let got = fast[ox, oy]
+                            XCTAssertLessThanOrEqual(abs(Int(got) - Int(expected)), 1, "x\(r) (\(ox), \(oy))")
+                            if got != expected { differing += 1 }
+                        }
+                    }
+                }
+            }
+            XCTAssertGreaterThan(refinedCount, photo.width * photo.height / 10, "x\(r): the photo has edges to refine")
+            // Only float summation order differs, which can move a value across a rounding boundary.
+            XCTAssertLessThan(differing, size.0 * size.1 / 500, "x\(r)")
+        }
     }
 }
