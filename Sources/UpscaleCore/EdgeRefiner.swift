@@ -38,6 +38,7 @@ public struct EdgeRefiner: Sendable {
     public let weights: [Float]
     /// The same weights laid out for the inner loop (see `pack`).
     let packed: [Float]
+    private let fadeScale: Float
 
     public var phases: Int { ratio * ratio }
 
@@ -51,6 +52,7 @@ public struct EdgeRefiner: Sendable {
         self.fade = fade
         self.weights = weights
         packed = EdgeRefiner.pack(weights, ratio: ratio)
+        fadeScale = 1 / fade
     }
 
     /// The trained refiner for an exact integer ratio between input and output, if there is one.
@@ -65,27 +67,13 @@ public struct EdgeRefiner: Sendable {
         }
     }
 
-    /// 2x: per class and filter row, 32 floats: for taps 0...7 (7 is 0) the four phases.
-    /// 3x/4x: per class, for each tap, the phases as 16 floats (unused lanes 0).
+    /// Per class, for each tap, the phases side by side in 16 floats (unused lanes 0).
     static func pack(_ weights: [Float], ratio: Int) -> [Float] {
-        let phases = ratio * ratio, w = window
-        if ratio == 2 {
-            var out = [Float](repeating: 0, count: classCount * w * phases * 8)
-            for c in 0..<classCount {
-                for p in 0..<phases {
-                    for dy in 0..<w {
-                        for dx in 0..<w {
-                            out[((c * w + dy) * 8 + dx) * phases + p] = weights[(c * phases + p) * taps + dy * w + dx]
-                        }
-                    }
-                }
-            }
-            return out
-        }
-        var out = [Float](repeating: 0, count: classCount * taps * 16)
+        let phases = ratio * ratio, lanes = 16
+        var out = [Float](repeating: 0, count: classCount * taps * lanes)
         for c in 0..<classCount {
             for p in 0..<phases {
-                for t in 0..<taps { out[(c * taps + t) * 16 + p] = weights[(c * phases + p) * taps + t] }
+                for t in 0..<taps { out[(c * taps + t) * lanes + p] = weights[(c * phases + p) * taps + t] }
             }
         }
         return out
@@ -123,54 +111,32 @@ public struct EdgeRefiner: Sendable {
         return out
     }
 
-    /// Orientation in [0, π), strength and coherence from a tensor summed over the 5x5 window.
-    @inline(__always)
+    /// Orientation in [0, π), strength and coherence from a tensor summed over the 5x5 window
+    /// (what `analyze` reports; `refine` classifies with the equivalent vector tests in `Scratch`).
     static func structure(sxx: Float, syy: Float, sxy: Float) -> (angle: Float, strength: Float, coherence: Float) {
         let a = sxx / 25, b = syy / 25, c = sxy / 25
         let trace = a + b
         let root = ((a - b) * (a - b) + 4 * c * c).squareRoot()
         let l1 = max(0, (trace + root) / 2), l2 = max(0, (trace - root) / 2)
-        var angle = 0.5 * fastAtan2(2 * c, a - b)
+        var angle = 0.5 * atan2(2 * c, a - b)
         if angle < 0 { angle += Float.pi }
         let r1 = l1.squareRoot(), r2 = l2.squareRoot()
         let coherence = r1 + r2 > 1e-6 ? (r1 - r2) / (r1 + r2) : 0
         return (angle, r1, coherence)
     }
 
-    /// atan2 to within 2e-6 rad (an 11th-order odd polynomial on [0, 1] with octant folding);
-    /// the angle only picks one of 24 bins.
-    @inline(__always)
-    static func fastAtan2(_ y: Float, _ x: Float) -> Float {
-        let ax = abs(x), ay = abs(y)
-        let big = max(ax, ay), small = min(ax, ay)
-        guard big > 0 else { return 0 }
-        let t = small / big, t2 = t * t
-        var r = t * (0.99997726 + t2 * (-0.33262347 + t2 * (0.19354346 + t2 * (-0.11643287 + t2 * (0.05265332 + t2 * -0.01172120)))))
-        if ay > ax { r = Float.pi / 2 - r }
-        if x < 0 { r = Float.pi - r }
-        return y < 0 ? -r : r
-    }
-
-    /// Class index of a structure whose strength is at least the first threshold.
-    @inline(__always)
-    public func classIndex(angle: Float, strength: Float, coherence: Float) -> Int {
-        let a = min(Int(angle * (Float(EdgeRefiner.angles) / Float.pi)), EdgeRefiner.angles - 1)
-        let s = strength < strengthThresholds.1 ? 0 : 1
-        let c = coherence < coherenceThresholds.0 ? 0 : (coherence < coherenceThresholds.1 ? 1 : 2)
-        return (a * 2 + s) * EdgeRefiner.coherenceBins + c
-    }
-
     /// How much of the refined result replaces Lanczos at this strength (0 below the threshold).
     @inline(__always)
     public func weight(strength: Float) -> Float {
-        min(max((strength - strengthThresholds.0) / fade, 0), 1)
+        min(max((strength - strengthThresholds.0) * fadeScale, 0), 1)
     }
 
     /// Input samples at least this far from every border are refined; the rest keep Lanczos.
     public static let margin = 3
 
-    /// The structure of every refinable input sample, computed by the same code `refine` uses:
-    /// strength and coherence (0 at the margin) and class index (-1 where the strength is under the threshold).
+    /// The structure of every refinable input sample, computed by the code `refine` uses:
+    /// strength and coherence (0 at the margin) and class index (-1 where the strength is
+    /// under the threshold or at the margin).
     public func analyze(_ source: Plane) -> (strength: [Float], coherence: [Float], classes: [Int32]) {
         let w = source.width, h = source.height
         var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
@@ -178,16 +144,15 @@ public struct EdgeRefiner: Sendable {
         let scratch = Scratch(width: w)
         let m = EdgeRefiner.margin
         guard w > 2 * m, h > 2 * m else { return (strength, coherence, classes) }
+        let classifier = Classifier(self)
         scratch.start(source, at: m)
         for y in m..<(h - m) {
-            scratch.advance(source, row: y)
+            scratch.advance(source, row: y, classifier: classifier)
             for x in m..<(w - m) {
-                let s = scratch.structure(at: x)
-                strength[y * w + x] = s.strength
-                coherence[y * w + x] = s.coherence
-                if s.strength >= strengthThresholds.0 {
-                    classes[y * w + x] = Int32(classIndex(angle: s.angle, strength: s.strength, coherence: s.coherence))
-                }
+                strength[y * w + x] = scratch.strength(at: x)
+                coherence[y * w + x] = EdgeRefiner.structure(sxx: scratch.sums[x], syy: scratch.sums[scratch.stride + x],
+                                                             sxy: scratch.sums[2 * scratch.stride + x]).coherence
+                if scratch.edge[x] >= 0 { classes[y * w + x] = scratch.classes[x] }
             }
         }
         return (strength, coherence, classes)
@@ -200,131 +165,123 @@ public struct EdgeRefiner: Sendable {
         let w = source.width, h = source.height, m = EdgeRefiner.margin
         let first = max(rows.lowerBound, m), end = min(rows.upperBound, h - m)
         guard w > 2 * m, first < end else { return }
-        let t0 = strengthThresholds.0
-        // The tensor sums' largest eigenvalue is 25·strength².
-        let limit = 25 * t0 * t0
+        let classifier = Classifier(self)
         packed.withUnsafeBufferPointer { all in
             let filters = all.baseAddress!
             scratch.start(source, at: first)
             for y in first..<end {
-                scratch.advance(source, row: y, limit: limit)
-                let edge = scratch.edge
-                var x = m
-                while x < w - m {
-                    // Skip 16 flat samples at a time.
-                    if x + 16 <= w - m, !any(UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Float>.self) .>= 0) {
-                        x += 16
-                        continue
-                    }
-                    if edge[x] >= 0 {
-                        let s = scratch.structure(at: x)
-                        if s.strength >= t0 {
-                            let c = classIndex(angle: s.angle, strength: s.strength, coherence: s.coherence)
-                            if ratio == 2 {
-                                apply2(filters + c * EdgeRefiner.window * 4 * 8, scratch: scratch, x: x, y: y,
-                                       alpha: weight(strength: s.strength), output: output)
-                            } else {
-                                applyWide(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, y: y,
-                                          alpha: weight(strength: s.strength), output: output)
-                            }
-                        }
-                    }
-                    x += 1
+                scratch.advance(source, row: y, classifier: classifier)
+                let count = scratch.collectEdges(from: m, to: w - m)
+                let list = scratch.list, classes = scratch.classes
+                for i in 0..<count {
+                    let x = Int(list[i]), c = Int(classes[x])
+                    let alpha = weight(strength: scratch.strength(at: x))
+                    apply(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, y: y, alpha: alpha, output: output)
                 }
             }
         }
     }
 
-    /// Range of the 3x3 input neighbourhood of (x, current row).
+    /// Clamps `value` to `lo...hi`, blends it over the Lanczos sample at `out` by `alpha`, stores it.
     @inline(__always)
-    static func localRange(_ scratch: Scratch, x: Int) -> (Float, Float) {
-        let a = scratch.sampleRow(-1), b = scratch.sampleRow(0), c = scratch.sampleRow(1)
-        let lo = min(min(min(a[x - 1], a[x], a[x + 1]), min(b[x - 1], b[x], b[x + 1])), min(c[x - 1], c[x], c[x + 1]))
-        let hi = max(max(max(a[x - 1], a[x], a[x + 1]), max(b[x - 1], b[x], b[x + 1])), max(c[x - 1], c[x], c[x + 1]))
-        return (lo, hi)
-    }
-
-    /// Clamps `value` to `range`, blends it over the Lanczos sample at `out` by `alpha`, stores it.
-    @inline(__always)
-    static func store(_ value: Float, range: (Float, Float), alpha: Float, into out: UnsafeMutablePointer<UInt8>) {
+    static func store(_ value: Float, lo: Float, hi: Float, alpha: Float, into out: UnsafeMutablePointer<UInt8>) {
         let lanczos = Float(out.pointee)
-        let refined = min(max(value, range.0), range.1)
+        let refined = min(max(value, lo), hi)
         out.pointee = UInt8(lanczos + alpha * (refined - lanczos) + 0.5)
     }
 
-    /// 2x: per filter row, taps 0-3 and 4-7 each repeated for the four phases (16 lanes:
-    /// tap-major, phase-minor) times the packed weights; the four tap groups then summed.
+    /// Every tap broadcast against all phases at once (16 lanes, one per phase; 2x uses four);
+    /// seven partial sums, one per filter row. Narrower vectors or pre-expanded sample rows
+    /// were slower: LLVM turns their broadcasts into chains of permutes.
     @inline(__always)
-    func apply2(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
+    func apply(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
         var acc = SIMD16<Float>()
         var w = UnsafeRawPointer(f)
         for dy in -3...3 {
-            let v = UnsafeRawPointer(scratch.sampleRow(dy) + x - 3).loadUnaligned(as: SIMD8<Float>.self)
-            let low = SIMD16<Float>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
-            let high = SIMD16<Float>(v[4], v[4], v[4], v[4], v[5], v[5], v[5], v[5], v[6], v[6], v[6], v[6], v[7], v[7], v[7], v[7])
-            acc += w.loadUnaligned(as: SIMD16<Float>.self) * low
-            acc += w.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self) * high
-            w += 128
-        }
-        let half = acc.lowHalf + acc.highHalf
-        let v = half.lowHalf + half.highHalf
-        let range = EdgeRefiner.localRange(scratch, x: x)
-        let top = output.row(2 * y) + 2 * x, bottom = top + output.stride
-        EdgeRefiner.store(v[0], range: range, alpha: alpha, into: top)
-        EdgeRefiner.store(v[1], range: range, alpha: alpha, into: top + 1)
-        EdgeRefiner.store(v[2], range: range, alpha: alpha, into: bottom)
-        EdgeRefiner.store(v[3], range: range, alpha: alpha, into: bottom + 1)
-    }
-
-    /// 3x/4x: every tap broadcast against all phases at once (one 16-lane vector of phases per tap).
-    @inline(__always)
-    func applyWide(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
-        var acc = SIMD16<Float>()
-        var w = f
-        for dy in -3...3 {
             let row = scratch.sampleRow(dy) + x - 3
+            // Fused multiply-adds (addProduct), one chain per row. Written as a tree of plain
+            // products and adds, LLVM's SLP pass regroups them into shuffles at half the speed.
             var part = SIMD16<Float>()
             for dx in 0..<7 {
-                part += UnsafeRawPointer(w).loadUnaligned(as: SIMD16<Float>.self) * SIMD16<Float>(repeating: row[dx])
-                w += 16
+                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: SIMD16<Float>.self), SIMD16<Float>(repeating: row[dx]))
             }
             acc += part
+            w += 7 * 64
         }
-        let range = EdgeRefiner.localRange(scratch, x: x)
+        let lo = scratch.low[x], hi = scratch.high[x]
         for py in 0..<ratio {
             let out = output.row(ratio * y + py) + ratio * x
             for px in 0..<ratio {
-                EdgeRefiner.store(acc[py * ratio + px], range: range, alpha: alpha, into: out + px)
+                EdgeRefiner.store(acc[py * ratio + px], lo: lo, hi: hi, alpha: alpha, into: out + px)
             }
         }
     }
 
+    /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
+    /// (25x the mean tensor's, l = t ± √q): strength = √(l1/25); coherence
+    /// (√l1-√l2)/(√l1+√l2) ≥ k ⇔ l1·(1-k)² ≥ l2·(1+k)²; orientation bin = ⌊ψ·12/π⌋ with
+    /// ψ = atan2(sxy, (sxx-syy)/2) in [0, 2π).
+    struct Classifier {
+        let edgeLimit: Float, strongLimit: Float
+        let coherence0: (Float, Float), coherence1: (Float, Float)
+
+        init(_ r: EdgeRefiner) {
+            edgeLimit = 25 * r.strengthThresholds.0 * r.strengthThresholds.0
+            strongLimit = 25 * r.strengthThresholds.1 * r.strengthThresholds.1
+            let k0 = r.coherenceThresholds.0, k1 = r.coherenceThresholds.1
+            // With A = (1-k)², B = (1+k)²: (t+√q)·A ≥ (t-√q)·B ⇔ q·(A+B)² ≥ t²·(B-A)².
+            func factors(_ k: Float) -> (Float, Float) {
+                let a = (1 - k) * (1 - k), b = (1 + k) * (1 + k)
+                return ((a + b) * (a + b), (b - a) * (b - a))
+            }
+            coherence0 = factors(k0)
+            coherence1 = factors(k1)
+        }
+    }
     /// Per-worker rows for the refinement: the last 8 input rows as Float, the last 8 rows of
-    /// gradient products, and the tensor sums of the current row. Rows carry 16 floats of
-    /// padding on both sides so vector loops can run past the ends.
+    /// gradient products, and for the current row the tensor sums and, per sample, the class,
+    /// blend weight, strength, edge test and 3x3 range. Rows carry 16 floats of padding on
+    /// both sides so vector loops can run past the ends.
     public final class Scratch: @unchecked Sendable {
         let width: Int
         let stride: Int
+        private let memory: UnsafeMutableRawPointer
         let samples: UnsafeMutablePointer<Float>
         let products: UnsafeMutablePointer<Float>
+        /// sxx, syy, sxy of the current row, then three rows of column sums.
         let sums: UnsafeMutablePointer<Float>
-        /// Per sample of the current row: ≥ 0 where the strength reaches the refinement threshold.
+        /// The tensor's eigenvalues are trace ± √spread.
+        let trace: UnsafeMutablePointer<Float>
+        let spread: UnsafeMutablePointer<Float>
+        /// ≥ 0 where the strength reaches the refinement threshold.
         let edge: UnsafeMutablePointer<Float>
+        let low: UnsafeMutablePointer<Float>
+        let high: UnsafeMutablePointer<Float>
+        let classes: UnsafeMutablePointer<Int32>
+        /// Positions of the current row's edge samples (see `collectEdges`).
+        let list: UnsafeMutablePointer<Int32>
         private var current = 0
 
         public init(width: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let count = 8 * stride + 3 * 8 * stride + 6 * stride + stride
-            let all = UnsafeMutablePointer<Float>.allocate(capacity: count)
-            all.initialize(repeating: 0, count: count)
-            samples = all + 16
-            products = all + 8 * stride + 16
-            sums = all + 32 * stride + 16
-            edge = all + 38 * stride + 16
+            let rows = 8 + 24 + 6 + 7 + 2
+            memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
+            memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
+            let base = memory.assumingMemoryBound(to: Float.self) + 16
+            samples = base
+            products = base + 8 * stride
+            sums = base + 32 * stride
+            trace = base + 38 * stride
+            spread = base + 39 * stride
+            edge = base + 40 * stride
+            low = base + 41 * stride
+            high = base + 42 * stride
+            classes = UnsafeMutableRawPointer(base + 45 * stride).assumingMemoryBound(to: Int32.self)
+            list = UnsafeMutableRawPointer(base + 46 * stride).assumingMemoryBound(to: Int32.self)
         }
 
-        deinit { (samples - 16).deallocate() }
+        deinit { memory.deallocate() }
 
         /// Input row `current + dy` as Float.
         @inline(__always) func sampleRow(_ dy: Int) -> UnsafeMutablePointer<Float> { samples + ((current + dy) & 7) * stride }
@@ -336,12 +293,28 @@ public struct EdgeRefiner: Sendable {
             for k in (y - 2)...(y + 1) { computeProducts(row: k) }
         }
 
-        /// Moves to input row `y` (after `start` at some earlier row, one row at a time).
-        func advance(_ source: Plane, row y: Int, limit: Float = 0) {
+        /// Moves to input row `y` (after `start` at some earlier row, one row at a time) and classifies it.
+        func advance(_ source: Plane, row y: Int, classifier: Classifier) {
             current = y
             convert(source, row: y + 3)
             computeProducts(row: y + 2)
-            sumTensor(row: y, limit: limit)
+            classify(row: y, classifier)
+        }
+
+        /// Writes the positions in `from..<to` whose edge test passes to `list`; returns how many.
+        func collectEdges(from start: Int, to end: Int) -> Int {
+            var count = 0, x = start
+            while x < end {
+                // Skip 16 flat samples at a time.
+                if x + 16 <= end, !any(load(edge + x) .>= 0) {
+                    x += 16
+                    continue
+                }
+                list[count] = Int32(truncatingIfNeeded: x)
+                count &+= edge[x] >= 0 ? 1 : 0
+                x += 1
+            }
+            return count
         }
 
         private func convert(_ source: Plane, row y: Int) {
@@ -351,7 +324,7 @@ public struct EdgeRefiner: Sendable {
                 let bytes = UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt8>.self)
                 // The 2^23 trick: the byte in the low mantissa bits of 8388608.0.
                 let bits = SIMD16<UInt32>(truncatingIfNeeded: bytes) | 0x4B00_0000
-                UnsafeMutableRawPointer(dst + x).storeBytes(of: unsafeBitCast(bits, to: SIMD16<Float>.self) - 8_388_608, as: SIMD16<Float>.self)
+                storeVector(unsafeBitCast(bits, to: SIMD16<Float>.self) - 8_388_608, dst + x)
                 x += 16
             }
             while x < width { dst[x] = Float(src[x]); x += 1 }
@@ -373,15 +346,13 @@ public struct EdgeRefiner: Sendable {
             }
         }
 
-        /// Column sums of the five product rows around y, then 5-wide row sums: the 5x5 tensor
-        /// (sxx, syy, sxy rows). Also marks each sample whose largest eigenvalue reaches
-        /// `limit`, without a square root: l1 = t + √q with t = (sxx+syy)/2, q = ((sxx-syy)/2)² + sxy²,
-        /// so l1 ≥ limit ⇔ q - max(limit - t, 0)² ≥ 0, stored in `edge`.
-        func sumTensor(row y: Int, limit: Float) {
-            for k in 0..<3 {
-                let r0 = productRow(y - 2, k), r1 = productRow(y - 1, k), r2 = productRow(y, k)
-                let r3 = productRow(y + 1, k), r4 = productRow(y + 2, k)
-                let column = sums + (3 + k) * stride
+        /// The 5x5 tensor sums of row y (column sums of five product rows, then 5-wide row
+        /// sums), and from them each sample's edge test, class, strength and blend weight.
+        private func classify(row y: Int, _ k: Classifier) {
+            for p in 0..<3 {
+                let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
+                let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
+                let column = sums + (3 + p) * stride
                 var x = -16
                 while x < width + 16 {
                     storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
@@ -389,24 +360,63 @@ public struct EdgeRefiner: Sendable {
                 }
             }
             let cxx = sums + 3 * stride, cyy = sums + 4 * stride, cxy = sums + 5 * stride
+            let lastAngle = SIMD16<Int32>(repeating: Int32(EdgeRefiner.angles - 1))
             var x = 0
             while x < width {
                 let a = box(cxx + x), b = box(cyy + x), c = box(cxy + x)
+                // Eigenvalues t ± √q; every test below is squared so no lane needs a square root
+                // (SIMD squareRoot runs lane by lane here).
+                let half = (a - b) * 0.5, t = (a + b) * 0.5
+                let q = half * half + c * c
+                storeVector(t, trace + x)
+                storeVector(q, spread + x)
+                let gap0 = positive(k.edgeLimit - t), gap1 = positive(k.strongLimit - t)
+                let e = q - gap0 * gap0
+                storeVector(e, edge + x)
+                // The rest only matters where some sample is refined.
+                guard any(e .>= 0) else {
+                    x += 16
+                    continue
+                }
                 storeVector(a, sums + x)
                 storeVector(b, sums + stride + x)
                 storeVector(c, sums + 2 * stride + x)
-                let half = (a - b) * 0.5, gap = pointwiseMax(SIMD16<Float>(repeating: limit) - (a + b) * 0.5, SIMD16<Float>())
-                storeVector(half * half + c * c - gap * gap, edge + x)
+                let strong = step(q - gap1 * gap1)
+                let t2 = t * t
+                let coherent = step(q * k.coherence0.0 - t2 * k.coherence0.1) + step(q * k.coherence1.0 - t2 * k.coherence1.1)
+                let angle = minimum(maximum(exactInt(angle2(c, half) * (12 / Float.pi) - 0.5), SIMD16<Int32>()), lastAngle)
+                let index = (angle &* 2 &+ exactInt(strong)) &* Int32(EdgeRefiner.coherenceBins) &+ exactInt(coherent)
+                UnsafeMutableRawPointer(classes + x).storeBytes(of: index, as: SIMD16<Int32>.self)
+                // Range of each 3x3 neighbourhood. Samples are non-negative floats, whose bit
+                // patterns order as integers do: integer min/max.
+                let r0 = sampleRow(-1) + x, r1 = sampleRow(0) + x, r2 = sampleRow(1) + x
+                let lo0 = minimum(minimum(bits(r0 - 1), bits(r0)), bits(r0 + 1))
+                let lo1 = minimum(minimum(bits(r1 - 1), bits(r1)), bits(r1 + 1))
+                let lo2 = minimum(minimum(bits(r2 - 1), bits(r2)), bits(r2 + 1))
+                let hi0 = maximum(maximum(bits(r0 - 1), bits(r0)), bits(r0 + 1))
+                let hi1 = maximum(maximum(bits(r1 - 1), bits(r1)), bits(r1 + 1))
+                let hi2 = maximum(maximum(bits(r2 - 1), bits(r2)), bits(r2 + 1))
+                storeBits(minimum(minimum(lo0, lo1), lo2), low + x)
+                storeBits(maximum(maximum(hi0, hi1), hi2), high + x)
                 x += 16
             }
         }
 
-        @inline(__always) private func box(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
-            ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
+        @inline(__always) private func bits(_ p: UnsafePointer<Float>) -> SIMD16<Int32> {
+            UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Int32>.self)
         }
 
-        @inline(__always) func structure(at x: Int) -> (angle: Float, strength: Float, coherence: Float) {
-            EdgeRefiner.structure(sxx: sums[x], syy: sums[stride + x], sxy: sums[2 * stride + x])
+        @inline(__always) private func storeBits(_ v: SIMD16<Int32>, _ p: UnsafeMutablePointer<Float>) {
+            UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD16<Int32>.self)
+        }
+
+        /// Gradient strength at x of the current row: √(largest eigenvalue / 25).
+        @inline(__always) func strength(at x: Int) -> Float {
+            max((trace[x] + spread[x].squareRoot()) * 0.04, 0).squareRoot()
+        }
+
+        @inline(__always) private func box(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
+            ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
         }
 
         @inline(__always) private func load(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
@@ -417,4 +427,70 @@ public struct EdgeRefiner: Sendable {
             UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD16<Float>.self)
         }
     }
+}
+
+/// Lane minimum and maximum of integers whose difference fits in Int32. Written out because
+/// the standard library's pointwiseMin/Max are not inlined here, and a call splits the
+/// vectors into xmm registers (and keeps the code around it 4 lanes wide).
+@inline(__always)
+private func minimum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
+    let d = a &- b
+    return b &+ (d & (d &>> 31))
+}
+
+@inline(__always)
+private func maximum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
+    let d = a &- b
+    return a &- (d & (d &>> 31))
+}
+
+/// max(v, 0) without a lane-by-lane select.
+@inline(__always)
+private func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    v * step(v)
+}
+
+/// 1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
+@inline(__always)
+private func step(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    1 - signBit(v)
+}
+
+/// 1 where v's sign bit is set, else 0 (no per-lane selects).
+@inline(__always)
+private func signBit(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    let bit = unsafeBitCast(v, to: SIMD16<UInt32>.self) &>> 31
+    return unsafeBitCast(bit | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
+}
+
+/// Values in -2^22..<2^22 rounded to the nearest integer (ties to even) as Int32 (the 1.5·2^23 trick).
+@inline(__always)
+private func exactInt(_ v: SIMD16<Float>) -> SIMD16<Int32> {
+    unsafeBitCast(v + 12_582_912, to: SIMD16<Int32>.self) &- 0x4B40_0000
+}
+
+/// atan2(y, x) mapped to [0, 2π), branch-free: an odd polynomial for atan on [0, 1]
+/// (within 2e-6 rad) with the octant folded back arithmetically.
+@inline(__always)
+private func angle2(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Float> {
+    // Magnitudes as bits (non-negative floats order as integers; integer min/max are vector ops).
+    let magnitude = SIMD16<Int32>(repeating: 0x7FFF_FFFF)
+    let bx = unsafeBitCast(x, to: SIMD16<Int32>.self) & magnitude, by = unsafeBitCast(y, to: SIMD16<Int32>.self) & magnitude
+    let ax = unsafeBitCast(bx, to: SIMD16<Float>.self), ay = unsafeBitCast(by, to: SIMD16<Float>.self)
+    let big = unsafeBitCast(maximum(bx, by), to: SIMD16<Float>.self) + 1e-30
+    let small = unsafeBitCast(minimum(bx, by), to: SIMD16<Float>.self)
+    let t = small / big, t2 = t * t
+    typealias V = SIMD16<Float>
+    var p: V = t2 * V(repeating: -0.01172120) + V(repeating: 0.05265332)
+    p = p * t2 + V(repeating: -0.11643287)
+    p = p * t2 + V(repeating: 0.19354346)
+    p = p * t2 + V(repeating: -0.33262347)
+    p = p * t2 + V(repeating: 0.99997726)
+    var r: V = t * p
+    let twice: V = r + r
+    r += signBit(ax - ay) * (V(repeating: Float.pi / 2) - twice)   // |y| > |x|: π/2 - r
+    let twice2: V = r + r
+    r += signBit(x + 0) * (V(repeating: Float.pi) - twice2)        // x < 0: π - r
+    let twice3: V = r + r
+    return r + signBit(y + 0) * (V(repeating: 2 * Float.pi) - twice3) // y < 0: 2π - r
 }
