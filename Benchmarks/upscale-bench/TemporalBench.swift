@@ -19,6 +19,7 @@ struct TemporalBench: ParsableCommand {
     @Argument(help: "Video (default: Samples/street.mp4, real static-camera street footage).") var input: String?
     @Option(help: "Frames to compare.") var frames = 30
     @Option(help: "Input change (8-bit levels) at or below which a pixel counts as static background.") var still = 2
+    @Option(help: "A pixel is static background when every input sample within this distance is (0: the pixel alone).") var radius = 0
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
@@ -45,8 +46,22 @@ struct TemporalBench: ParsableCommand {
             let luma = next.frame.planes[0]
             let outputs = scalers.map { $0.1.scale(next.frame).planes[0] }
             if let before = previousInput {
+                // Static: every input sample within `radius` changed by at most `still`.
+                var calm = [Bool](repeating: false, count: size.0 * size.1)
+                for y in 0..<size.1 {
+                    for x in 0..<size.0 {
+                        var ok = true
+                        for yy in max(y - radius, 0)...min(y + radius, size.1 - 1) where ok {
+                            for xx in max(x - radius, 0)...min(x + radius, size.0 - 1) where abs(Int(luma[xx, yy]) - Int(before[xx, yy])) > still {
+                                ok = false
+                                break
+                            }
+                        }
+                        calm[y * size.0 + x] = ok
+                    }
+                }
                 for y in 0..<out.1 {
-                    for x in 0..<out.0 where abs(Int(luma[x / 2, y / 2]) - Int(before[x / 2, y / 2])) <= still {
+                    for x in 0..<out.0 where calm[(y / 2) * size.0 + x / 2] {
                         for i in 0..<2 { sums[i] += Double(abs(Int(outputs[i][x, y]) - Int(previous[i]![x, y]))) }
                         count += 1
                     }
