@@ -13,14 +13,17 @@ public struct UpscaleOptions: Sendable {
     /// Threads for the upscaler core; nil = all cores.
     public var threads: Int?
     public var overwrite: Bool
-    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x, 3x or 4x).
+    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x, 3x or 4x, 8-bit).
     public var refine: Bool
+    /// Whether the user asked for refinement by name: only then does a job that cannot use it say so.
+    public var refineRequested: Bool
     /// Whether the user named the codec. When not, output beyond HEVC's limit switches to ProRes.
     public var codecChosen: Bool
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
-                threads: Int? = nil, overwrite: Bool = false, refine: Bool = false, codecChosen: Bool = false) {
+                threads: Int? = nil, overwrite: Bool = false, refine: Bool = false, refineRequested: Bool = false,
+                codecChosen: Bool = false) {
         self.width = width
         self.height = height
         self.scale = scale
@@ -30,6 +33,7 @@ public struct UpscaleOptions: Sendable {
         self.threads = threads
         self.overwrite = overwrite
         self.refine = refine
+        self.refineRequested = refineRequested
         self.codecChosen = codecChosen
     }
 }
@@ -167,9 +171,13 @@ public enum JobPlanner {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }
         let stored = (width: info.video!.width, height: info.video!.height)
-        let refine = options.refine && EdgeRefiner.trained(input: stored, output: size) != nil
-        if options.refine && !refine {
+        let ratioTrained = EdgeRefiner.trained(input: stored, output: size) != nil
+        let deep = info.video!.bitDepth > 8
+        let refine = options.refine && ratioTrained && !deep
+        if options.refine && options.refineRequested && !ratioTrained {
             notices.append("refinement is trained for exactly 2x, 3x and 4x (\(2 * stored.width)x\(2 * stored.height) for 2x here); this job uses plain Lanczos")
+        } else if options.refine && options.refineRequested && deep {
+            notices.append("refinement works on 8-bit video; this \(info.video!.bitDepth)-bit job uses plain Lanczos")
         }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }

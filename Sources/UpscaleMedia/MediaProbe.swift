@@ -179,3 +179,13 @@ public enum MediaLibrary {
         }
     }
 }
+
+extension StreamInfo {
+    /// Bits per sample of the first component of the pixel format (8 when unknown).
+    public var bitDepth: Int {
+        guard let name = pixelFormat else { return 8 }
+        let format = av_get_pix_fmt(name)
+        guard format != AV_PIX_FMT_NONE, let descriptor = av_pix_fmt_desc_get(format) else { return 8 }
+        return Int(descriptor.pointee.comp.0.depth)
+    }
+}

@@ -51,9 +51,9 @@ struct UpscaleCommand: ParsableCommand {
     var kernel: Kernel = .lanczos3
 
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
-        "Learned edge-directed refinement of luma after Lanczos (exactly 2x only).",
-        discussion: "Cleaner diagonal edges, +0.35 dB PSNR over Lanczos on held-out photos, but slow for now (about 35 Mpix/s per core, against 1100 for Lanczos); off by default until it is fast."))
-    var refine = false
+        "Learned edge-directed refinement of luma after Lanczos (default on; 8-bit video at exactly 2x, 3x or 4x).",
+        discussion: "Cleaner, straighter edges: +0.32 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes and 10-bit video use plain Lanczos."))
+    var refine: Bool?
 
     @Flag(help: "Replace an existing output file.")
     var overwrite = false
@@ -100,7 +100,8 @@ struct UpscaleCommand: ParsableCommand {
             width: width, height: height, scale: scale, output: output,
             encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
                                      hevcEncoder: encoder == "auto" ? nil : encoder),
-            kernel: kernel, threads: threads, overwrite: overwrite, refine: refine, codecChosen: codec != nil)
+            kernel: kernel, threads: threads, overwrite: overwrite,
+            refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil)
         let cancel = CancellationFlag()
         let trap = SignalTrap { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }
@@ -145,7 +146,8 @@ struct UpscaleCommand: ParsableCommand {
         if s.audioCopied + s.audioTranscoded > 0 {
             audio = "; audio: \(s.audioCopied) copied" + (s.audioTranscoded > 0 ? ", \(s.audioTranscoded) re-encoded to AAC" : "")
         }
-        return "Wrote \(s.output) (\(job.width)x\(job.height), \(job.encoder.codec.rawValue) via \(s.encoderName), "
+        let scaling = job.kernel.rawValue + (job.refine ? " + edge refinement" : "")
+        return "Wrote \(s.output) (\(job.width)x\(job.height), \(scaling), \(job.encoder.codec.rawValue) via \(s.encoderName), "
             + "\(s.frames) frames in \(String(format: "%.1f", s.seconds)) s, \(String(format: "%.1f", fps)) fps\(audio))"
     }
 }

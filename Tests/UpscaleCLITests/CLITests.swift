@@ -80,6 +80,18 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(third.stderr, "")
         XCTAssertNotEqual(try Data(contentsOf: output), before)
         XCTAssertTrue(try Self.probeSize(output).hasPrefix("134x100"))
+        // Not asked for by name: a size the refinement has no filters for says nothing about it.
+        XCTAssertFalse(first.stdout.contains("refinement") || first.stderr.contains("refinement"), first.stdout + first.stderr)
+    }
+
+    func testRefinementIsOnByDefaultAtTwiceTheSize() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let refined = try upscale(["street-2s.mp4", "--scale", "2", "--preset", "ultrafast", "--crf", "40"], in: dir)
+        XCTAssertEqual(refined.status, 0, refined.stderr)
+        XCTAssertTrue(refined.stdout.contains("(1536x1152, lanczos3 + edge refinement, hevc"), refined.stdout)
+        let plain = try upscale(["street-2s.mp4", "--scale", "2", "--preset", "ultrafast", "--crf", "40", "--no-refine", "--overwrite"], in: dir)
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertTrue(plain.stdout.contains("(1536x1152, lanczos3, hevc"), plain.stdout)
     }
 
     func testAVIInputBecomesMovWithANoticeAndPlainProgressWithoutTTY() throws {

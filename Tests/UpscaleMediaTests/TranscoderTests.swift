@@ -94,9 +94,14 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(result[2].frame.planes[1].samples, expected.planes[1].samples)
         XCTAssertNotEqual(result[2].frame.planes[0].samples, plain.scale(source[2].frame).planes[0].samples)
 
-        let notDouble = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 480, refine: true))
+        let notDouble = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 480, refine: true, refineRequested: true))
         XCTAssertFalse(notDouble.refine)
-        XCTAssertTrue(notDouble.notices.contains { $0.contains("trained for exactly 2x") }, "\(notDouble.notices)")
+        XCTAssertTrue(notDouble.notices.contains { $0.contains("trained for exactly 2x, 3x and 4x") }, "\(notDouble.notices)")
+        let quietly = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 480, overwrite: true, refine: true))
+        XCTAssertFalse(quietly.refine)
+        XCTAssertFalse(quietly.notices.contains { $0.contains("refinement") }, "\(quietly.notices)")
+        let triple = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 960, overwrite: true, refine: true))
+        XCTAssertTrue(triple.refine)
     }
 
     func testPortraitPhoneClipKeepsRotationAndWidthMeansDisplayedWidth() throws {
@@ -154,7 +159,10 @@ final class TranscoderTests: XCTestCase {
     func testTenBitHDR10StaysTenBitWithItsMetadata() throws {
         let dir = try workspace(copying: ["street-hdr10.mp4"])
         let input = dir.appendingPathComponent("street-hdr10.mp4").path
-        let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast")))
+        let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast"), refine: true))
+        XCTAssertFalse(job.refine, "refinement is for 8-bit video")
+        let asked = try JobPlanner.plan(input: input, options: UpscaleOptions(overwrite: true, refine: true, refineRequested: true))
+        XCTAssertTrue(asked.notices.contains("refinement works on 8-bit video; this 10-bit job uses plain Lanczos"), "\(asked.notices)")
         let inInfo = try MediaProbe.info(input), info = try MediaProbe.info(job.output)
         let video = try XCTUnwrap(info.video)
         XCTAssertEqual(video.pixelFormat, "yuv420p10le")
