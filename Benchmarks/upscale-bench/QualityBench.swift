@@ -60,7 +60,7 @@ struct QualityBench: ParsableCommand {
     func measure() throws -> QualityReport {
         guard (2...8).contains(scale) else { throw ValidationError("--scale must be 2...8") }
         guard ["lanczos3", "box"].contains(downscale) else { throw ValidationError("--downscale is lanczos3 or box") }
-        let paths = photos.isEmpty ? defaultPhotos() : photos
+        let paths = photos.isEmpty ? fixturePhotos() : photos
         guard !paths.isEmpty else { throw ValidationError("no photos given and none found in Tests/Fixtures") }
         var perPhoto: [PhotoQuality] = []
         for path in paths {
@@ -110,14 +110,5 @@ struct QualityBench: ParsableCommand {
                 return ImageMetrics.crop(out, width: to.0, height: to.1)
             }),
         ]
-    }
-
-    private func defaultPhotos() -> [String] {
-        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures")
-        let local = URL(fileURLWithPath: "Tests/Fixtures")
-        let dir = FileManager.default.fileExists(atPath: local.path) ? local : folder
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
-        return names.filter { $0.hasSuffix(".jpg") }.sorted().map { dir.appendingPathComponent($0).path }
     }
 }
