@@ -24,8 +24,8 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "CFFmpeg",
-            pkgConfig: "libavformat libavcodec libswscale libswresample libavutil",
-            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev"])]
+            pkgConfig: "libavformat libavcodec libavfilter libswscale libswresample libavutil",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavfilter-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev"])]
         ),
         .systemLibrary(
             name: "CVips",

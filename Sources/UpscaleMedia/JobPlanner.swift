@@ -19,11 +19,13 @@ public struct UpscaleOptions: Sendable {
     public var refineRequested: Bool
     /// Whether the user named the codec. When not, output beyond HEVC's limit switches to ProRes.
     public var codecChosen: Bool
+    /// Deinterlace interlaced input (libavfilter's bwdif, one picture per picture) before upscaling.
+    public var deinterlace: Bool
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
                 threads: Int? = nil, overwrite: Bool = false, refine: Bool = false, refineRequested: Bool = false,
-                codecChosen: Bool = false) {
+                codecChosen: Bool = false, deinterlace: Bool = false) {
         self.width = width
         self.height = height
         self.scale = scale
@@ -35,6 +37,7 @@ public struct UpscaleOptions: Sendable {
         self.refine = refine
         self.refineRequested = refineRequested
         self.codecChosen = codecChosen
+        self.deinterlace = deinterlace
     }
 }
 
@@ -53,6 +56,8 @@ public struct Job: Sendable {
     public let refine: Bool
     /// The input's sample (pixel) aspect ratio, kept on the output; 1:1 when it has none.
     public let sampleAspect: (num: Int, den: Int)
+    /// Deinterlace before upscaling (asked for, and the input is interlaced).
+    public var deinterlace: Bool = false
     /// Things the user should know (a changed container, rounded sizes).
     public let notices: [String]
 }
@@ -179,11 +184,19 @@ public enum JobPlanner {
         } else if options.refine && options.refineRequested && deep {
             notices.append("refinement works on 8-bit video; this \(info.video!.bitDepth)-bit job uses plain Lanczos")
         }
+        let deinterlace = options.deinterlace && video.isInterlaced
+        if video.isInterlaced && !options.deinterlace {
+            let first = video.fieldOrder.hasPrefix("t") ? "top" : "bottom"
+            notices.append("'\(input)' is interlaced (\(first) field first); its fields are scaled together, which blurs motion into combs — add --deinterlace to deinterlace it first")
+        } else if options.deinterlace && !video.isInterlaced {
+            notices.append("'\(input)' is not flagged interlaced (field order: \(video.fieldOrder)); --deinterlace leaves it as it is")
+        }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
         return Job(input: input, output: output, width: size.width, height: size.height,
                    muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
-                   threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, notices: notices)
+                   threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
+                   notices: notices)
     }
 
     private static func isDirectory(_ path: String) -> Bool {

@@ -30,6 +30,12 @@ public struct StreamInfo: Sendable {
     public let colorPrimaries: String
     public let colorTransfer: String
     public let colorSpace: String
+    /// Field order of interlaced video: "tt" or "bb" (top or bottom field first, coded so),
+    /// "tb" or "bt" (coded one way, shown the other), "progressive", or "unknown".
+    public let fieldOrder: String
+
+    /// Interlaced video: pictures made of two fields taken at different times.
+    public var isInterlaced: Bool { ["tt", "bb", "tb", "bt"].contains(fieldOrder) }
 }
 
 /// A whole file's streams and duration.
@@ -106,7 +112,8 @@ public enum MediaProbe {
                 colorRange: cName(av_color_range_name(par.color_range)),
                 colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),
                 colorTransfer: cName(av_color_transfer_name(par.color_trc)),
-                colorSpace: cName(av_color_space_name(par.color_space))))
+                colorSpace: cName(av_color_space_name(par.color_space)),
+                fieldOrder: fieldOrderName(par.field_order)))
         }
         let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
         var chapters: [(String, Double, Double)] = []
@@ -187,5 +194,16 @@ extension StreamInfo {
         let format = av_get_pix_fmt(name)
         guard format != AV_PIX_FMT_NONE, let descriptor = av_pix_fmt_desc_get(format) else { return 8 }
         return Int(descriptor.pointee.comp.0.depth)
+    }
+}
+
+private func fieldOrderName(_ order: AVFieldOrder) -> String {
+    switch order {
+    case AV_FIELD_PROGRESSIVE: return "progressive"
+    case AV_FIELD_TT: return "tt"
+    case AV_FIELD_BB: return "bb"
+    case AV_FIELD_TB: return "tb"
+    case AV_FIELD_BT: return "bt"
+    default: return "unknown"
     }
 }

@@ -68,7 +68,8 @@ public final class Transcoder {
         let input = try InputFile(path: job.input)
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)
-        let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4))
+        let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4),
+                                       deinterlace: job.deinterlace)
         let output = try OutputFile(finalPath: job.output, muxer: job.muxer)
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)

@@ -26,8 +26,12 @@ final class VideoDecoder {
     let color: ColorDescription
     /// More than 8 bits per sample in the source: the pipeline can keep 10 bits.
     let highBitDepth: Bool
+    /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
+    private let deinterlace: Bool
+    private var deinterlacer: Deinterlacer?
 
-    init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int) throws {
+    init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int, deinterlace: Bool = false) throws {
+        self.deinterlace = deinterlace
         self.stream = stream
         self.path = path
         let par = stream.pointee.codecpar!
@@ -117,6 +121,11 @@ final class VideoDecoder {
         }
         while true {
             let received = avcodec_receive_frame(context, frame)
+            if received == averrorEOF, let deinterlacer {
+                // The filter holds a picture back (it looks one ahead): drain it.
+                try deinterlacer.filter(nil) { try convert($0, pts: $1, make: make, emit: emit) }
+                return
+            }
             if received == averrorEAGAIN || received == averrorEOF { return }
             if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? noPTS) }
             defer { av_frame_unref(frame) }
@@ -127,23 +136,41 @@ final class VideoDecoder {
             if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
                 throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
             }
-            let output = make()
-            let source = (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format))
-            switch output {
-            case .eight(let picture):
-                try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
-                                        matrix: matrix, fullRange: fullRange)
-                converter.convert(frame, into: picture)
-            case .deep(let picture):
-                try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P10LE),
-                                        matrix: matrix, fullRange: fullRange)
-                converter.convert(source: planePointers(frame), sourceStrides: planeStrides(frame), sourceHeight: frame.pointee.height,
-                                  destination: picture.planes.map { UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self) },
-                                  destinationStrides: picture.planes.map { Int32($0.stride * 2) })
+            if deinterlace {
+                if deinterlacer == nil {
+                    deinterlacer = try Deinterlacer(width: frame.pointee.width, height: frame.pointee.height,
+                                                    format: AVPixelFormat(rawValue: frame.pointee.format),
+                                                    timeBase: stream.pointee.time_base, sampleAspect: frame.pointee.sample_aspect_ratio,
+                                                    path: path)
+                }
+                frame.pointee.pts = pts
+                try deinterlacer!.filter(frame) { try convert($0, pts: $1, make: make, emit: emit) }
+            } else {
+                try convert(frame, pts: pts, make: make, emit: emit)
             }
-            framesDecoded += 1
-            try emit(output, pts)
         }
+    }
+
+    /// Converts one decoded (or deinterlaced) picture into a pipeline picture and emits it.
+    private func convert(
+        _ frame: UnsafeMutablePointer<AVFrame>, pts: Int64, make: () -> Picture, emit: (Picture, Int64) throws -> Void
+    ) throws {
+        let output = make()
+        let source = (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format))
+        switch output {
+        case .eight(let picture):
+            try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
+                                    matrix: matrix, fullRange: fullRange)
+            converter.convert(frame, into: picture)
+        case .deep(let picture):
+            try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P10LE),
+                                    matrix: matrix, fullRange: fullRange)
+            converter.convert(source: planePointers(frame), sourceStrides: planeStrides(frame), sourceHeight: frame.pointee.height,
+                              destination: picture.planes.map { UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self) },
+                              destinationStrides: picture.planes.map { Int32($0.stride * 2) })
+        }
+        framesDecoded += 1
+        try emit(output, pts)
     }
 }
 

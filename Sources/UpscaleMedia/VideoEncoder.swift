@@ -78,6 +78,10 @@ final class VideoEncoder {
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         }
         let software = name == settings.codec.encoderName
+        for (option, given) in [("crf", settings.crf != nil), ("preset", settings.preset != nil)]
+        where software && given && av_opt_find(priv, option, nil, 0, 0) == nil {
+            throw UpscaleError(.usage, "--\(option) is for hevc and h264; \(settings.codec.rawValue) has none, drop --\(option)")
+        }
         if software, let crf = settings.crf ?? settings.codec.defaultCRF {
             av_opt_set(priv, "crf", String(crf), 0)
         }

@@ -55,6 +55,9 @@ struct UpscaleCommand: ParsableCommand {
         discussion: "Cleaner, straighter edges: +0.32 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes and 10-bit video use plain Lanczos."))
     var refine: Bool?
 
+    @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
+    var deinterlace = false
+
     @Flag(help: "Replace an existing output file.")
     var overwrite = false
 
@@ -101,7 +104,8 @@ struct UpscaleCommand: ParsableCommand {
             encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
                                      hevcEncoder: encoder == "auto" ? nil : encoder),
             kernel: kernel, threads: threads, overwrite: overwrite,
-            refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil)
+            refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil,
+            deinterlace: deinterlace)
         let cancel = CancellationFlag()
         let trap = SignalTrap { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }
