@@ -1,3 +1,4 @@
+import CFFmpeg
 import Foundation
 import UpscaleCore
 
@@ -13,9 +14,10 @@ final class PicturePool {
     private var free: [Picture] = []
     private let lock = NSLock()
 
-    init(width: Int, height: Int, highBitDepth: Bool) {
+    /// 8-bit pictures are 4:2:0; 10-bit ones have `deepLayout`.
+    init(width: Int, height: Int, highBitDepth: Bool, deepLayout: ChromaLayout = .yuv420) {
         make = highBitDepth
-            ? { .deep(Frame16(width: width, height: height, layout: .yuv420, bitDepth: 10)) }
+            ? { .deep(Frame16(width: width, height: height, layout: deepLayout, bitDepth: 10)) }
             : { .eight(Frame(width: width, height: height, layout: .yuv420)) }
     }
 
@@ -29,5 +31,16 @@ final class PicturePool {
         lock.lock()
         free.append(picture)
         lock.unlock()
+    }
+}
+
+extension ChromaLayout {
+    /// The planar 10-bit FFmpeg format of this layout (gray is not used by the pipeline).
+    var tenBitFormat: AVPixelFormat {
+        switch self {
+        case .yuv420, .gray: return AV_PIX_FMT_YUV420P10LE
+        case .yuv422: return AV_PIX_FMT_YUV422P10LE
+        case .yuv444: return AV_PIX_FMT_YUV444P10LE
+        }
     }
 }

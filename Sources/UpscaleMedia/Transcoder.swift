@@ -87,7 +87,7 @@ public final class Transcoder {
                     globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
                     tenBit: tenBit, hdr: hdr,
                     sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)),
-                    encoderName: name)
+                    encoderName: name, layout: decoder.deepLayout)
                 break
             } catch {
                 lastError = error
@@ -170,10 +170,10 @@ public final class Transcoder {
         let videoStream = input.stream(videoIndex)
         let decoded = BoundedQueue<Item>(capacity: 2)
         let scaled = BoundedQueue<Item>(capacity: 2)
-        let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit)
-        let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit)
+        let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
+        let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
-                                 layout: .yuv420, kernel: job.kernel, threads: job.threads,
+                                 layout: encoder.tenBit ? encoder.layout : .yuv420, kernel: job.kernel, threads: job.threads,
                                  refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil)
         let failure = Failure()
         let stopAll = {

@@ -26,6 +26,8 @@ final class VideoDecoder {
     let color: ColorDescription
     /// More than 8 bits per sample in the source: the pipeline can keep 10 bits.
     let highBitDepth: Bool
+    /// Chroma layout of 10-bit pictures: the source's for 4:2:2 and 4:4:4 YUV, else 4:2:0.
+    let deepLayout: ChromaLayout
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
@@ -54,6 +56,7 @@ final class VideoDecoder {
         }
         let format = ctx.pointee.pix_fmt
         highBitDepth = format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8
+        deepLayout = VideoDecoder.layout(of: format)
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
         fullRange = ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format)
         let isRGB = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0
@@ -81,6 +84,18 @@ final class VideoDecoder {
         avcodec_free_context(&c)
         var f: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&f)
+    }
+
+    /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, else 4:2:0.
+    static func layout(of format: AVPixelFormat) -> ChromaLayout {
+        guard format != AV_PIX_FMT_NONE, let d = av_pix_fmt_desc_get(format) else { return .yuv420 }
+        let flags = d.pointee.flags
+        guard d.pointee.nb_components >= 3, flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 else { return .yuv420 }
+        switch (d.pointee.log2_chroma_w, d.pointee.log2_chroma_h) {
+        case (1, 0): return .yuv422
+        case (0, 0): return .yuv444
+        default: return .yuv420
+        }
     }
 
     private func seconds(_ pts: Int64) -> String {
@@ -163,7 +178,7 @@ final class VideoDecoder {
                                     matrix: matrix, fullRange: fullRange)
             converter.convert(frame, into: picture)
         case .deep(let picture):
-            try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P10LE),
+            try converter.configure(source: source, destination: (Int32(width), Int32(height), picture.layout.tenBitFormat),
                                     matrix: matrix, fullRange: fullRange)
             converter.convert(source: planePointers(frame), sourceStrides: planeStrides(frame), sourceHeight: frame.pointee.height,
                               destination: picture.planes.map { UnsafeMutableRawPointer($0.base).assumingMemoryBound(to: UInt8.self) },

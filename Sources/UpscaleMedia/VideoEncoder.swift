@@ -16,13 +16,17 @@ final class VideoEncoder {
     private let matrix: Int32
     /// Pictures arrive as 10-bit `Frame16`s rather than 8-bit `Frame`s.
     let tenBit: Bool
-    private var inputFormat: AVPixelFormat { tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P }
+    /// Chroma layout of 10-bit pictures (8-bit ones are 4:2:0).
+    let layout: ChromaLayout
+    private var inputFormat: AVPixelFormat { tenBit ? layout.tenBitFormat : AV_PIX_FMT_YUV420P }
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
          color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
-         sampleAspect: AVRational = AVRational(num: 1, den: 1), encoderName: String? = nil) throws {
+         sampleAspect: AVRational = AVRational(num: 1, den: 1), encoderName: String? = nil,
+         layout: ChromaLayout = .yuv420) throws {
         self.settings = settings
         self.tenBit = tenBit
+        self.layout = tenBit ? layout : .yuv420
         let name = encoderName ?? settings.codec.encoderName
         self.name = name
         guard let codec = avcodec_find_encoder_by_name(name) else {
@@ -58,7 +62,8 @@ final class VideoEncoder {
             av_opt_set(priv, "cq", String(settings.crf ?? 24), 0)
             av_opt_set(priv, "qp", String(settings.crf ?? 24), 0)
         case .hevc:
-            ctx.pointee.pix_fmt = tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P
+            // 4:2:2 and 4:4:4 10-bit stay so (x265's Main 4:2:2 10 and Main 4:4:4 10 profiles).
+            ctx.pointee.pix_fmt = tenBit ? self.layout.tenBitFormat : AV_PIX_FMT_YUV420P
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
             var params = "log-level=error"
             if let threads = settings.threads { params += ":pools=\(threads)" }
@@ -73,7 +78,7 @@ final class VideoEncoder {
             av_opt_set(priv, "vendor", "apl0", 0)
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         case .ffv1:
-            ctx.pointee.pix_fmt = tenBit ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV420P
+            ctx.pointee.pix_fmt = tenBit ? self.layout.tenBitFormat : AV_PIX_FMT_YUV420P
             av_opt_set(priv, "level", "3", 0)
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         }
@@ -153,7 +158,13 @@ final class VideoEncoder {
                 input = frame
             }
             input!.pointee.pts = pts
+            // Some encoders (prores_ks) write the picture's own colour description into the
+            // bitstream, which players trust over the container's.
             input!.pointee.color_range = context.pointee.color_range
+            input!.pointee.color_primaries = context.pointee.color_primaries
+            input!.pointee.color_trc = context.pointee.color_trc
+            input!.pointee.colorspace = context.pointee.colorspace
+            input!.pointee.chroma_location = context.pointee.chroma_sample_location
         }
         let sent = avcodec_send_frame(context, input)
         if sent < 0 && sent != averrorEOF {

@@ -289,6 +289,51 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["street-2s.mp4"], "nothing left behind")
     }
 
+    func testHLGKeepsItsTransferAndTenBits() throws {
+        let dir = try workspace(copying: ["street-hlg.mp4"])
+        let input = dir.appendingPathComponent("street-hlg.mp4").path
+        for (index, settings) in [EncoderSettings(preset: "ultrafast"), EncoderSettings(codec: .prores)].enumerated() {
+            let (job, _) = try run(input, UpscaleOptions(output: dir.appendingPathComponent("hlg\(index).mov").path, encoder: settings))
+            let video = try XCTUnwrap(try MediaProbe.info(job.output).video)
+            XCTAssertEqual(video.colorTransfer, "arib-std-b67", "\(settings.codec)")
+            XCTAssertEqual(video.colorPrimaries, "bt2020")
+            XCTAssertEqual(video.colorSpace, "bt2020nc")
+            XCTAssertEqual(video.pixelFormat, settings.codec == .prores ? "yuv422p10le" : "yuv420p10le")
+            XCTAssertNil(try HDRMetadata.firstFrame(of: job.output), "HLG carries no mastering metadata")
+        }
+    }
+
+    func testTenBit422And444StayAsTheyAre() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "street-444p10.mp4"])
+        // A 4:2:2 10-bit source: ProRes 422 made from the real clip by the pipeline itself.
+        let (prores, _) = try run(dir.appendingPathComponent("street-2s.mp4").path,
+                                  UpscaleOptions(width: 384, output: dir.appendingPathComponent("422.mov").path,
+                                                 encoder: EncoderSettings(codec: .prores)))
+        XCTAssertEqual(try MediaProbe.info(prores.output).video?.pixelFormat, "yuv422p10le")
+        let cases: [(String, EncoderSettings, String)] = [
+            (prores.output, EncoderSettings(preset: "ultrafast"), "yuv422p10le"),
+            (prores.output, EncoderSettings(codec: .ffv1), "yuv422p10le"),
+            (dir.appendingPathComponent("street-444p10.mp4").path, EncoderSettings(preset: "ultrafast"), "yuv444p10le"),
+            // ProRes 422 takes 4:4:4 down to 4:2:2.
+            (dir.appendingPathComponent("street-444p10.mp4").path, EncoderSettings(codec: .prores), "yuv422p10le"),
+        ]
+        for (index, (input, settings, format)) in cases.enumerated() {
+            let out = dir.appendingPathComponent("out\(index).\(settings.codec == .ffv1 ? "mkv" : "mov")").path
+            let (job, _) = try run(input, UpscaleOptions(output: out, encoder: settings))
+            let info = try MediaProbe.info(job.output), inInfo = try MediaProbe.info(input)
+            XCTAssertEqual(info.video?.pixelFormat, format, "\(input) with \(settings.codec)")
+            XCTAssertEqual(info.video?.width, 2 * inInfo.video!.width)
+            // The picture is the input upscaled (compared at 8 bits, 4:2:0).
+            let source = try Measure.frames(input), result = try Measure.frames(job.output)
+            XCTAssertEqual(result.count, source.count)
+            let size = (inInfo.video!.width, inInfo.video!.height)
+            let expected = try SwscaleScaler(input: size, output: (2 * size.0, 2 * size.1)).scale(source[3].frame)
+            for plane in 0..<3 {
+                XCTAssertGreaterThan(Measure.psnr(result[3].frame.planes[plane], expected.planes[plane]), 35, "\(format) plane \(plane)")
+            }
+        }
+    }
+
     func testVariableFrameRateKeepsEveryPresentationTime() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("vfr.mkv").path
