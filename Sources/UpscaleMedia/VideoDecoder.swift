@@ -58,8 +58,11 @@ final class VideoDecoder {
         highBitDepth = format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8
         deepLayout = VideoDecoder.layout(of: format)
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
-        fullRange = ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format)
-        let isRGB = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0
+        // RGB and paletted pictures become limited-range YUV, as video is (PNG says "full range"
+        // of its RGB, which is not a reason to write full-range YUV).
+        let isRGB = format != AV_PIX_FMT_NONE
+            && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) != 0
+        fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
         var space = ctx.pointee.colorspace
         if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB {
             space = height >= 720 ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M

@@ -202,9 +202,9 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(info.displaySize! == (2048, 1152), "\(info.displaySize!)")
     }
 
-    func testOddSizedAndPackedRGBInputsComeOutEvenAndFaithful() throws {
-        let dir = try workspace(copying: ["street-853x479.mkv", "street-qtrle.mov"])
-        for (name, expected) in [("street-853x479.mkv", (1706, 958)), ("street-qtrle.mov", (426, 322))] {
+    func testOddSizedPackedRGBAndPalettedInputsComeOutEvenAndFaithful() throws {
+        let dir = try workspace(copying: ["street-853x479.mkv", "street-qtrle.mov", "street-pal8-png.mov"])
+        for (name, expected) in [("street-853x479.mkv", (1706, 958)), ("street-qtrle.mov", (426, 322)), ("street-pal8-png.mov", (384, 288))] {
             let input = dir.appendingPathComponent(name).path
             let (job, _) = try run(input, UpscaleOptions(encoder: EncoderSettings(crf: 16, preset: "ultrafast")))
             let info = try MediaProbe.info(job.output)
