@@ -145,9 +145,9 @@ public struct EdgeRefiner: Sendable {
         let m = EdgeRefiner.margin
         guard w > 2 * m, h > 2 * m else { return (strength, coherence, classes) }
         let classifier = Classifier(self)
-        scratch.start(source, at: m)
+        scratch.start(.eight(source), at: m)
         for y in m..<(h - m) {
-            scratch.advance(source, row: y, classifier: classifier)
+            scratch.advance(.eight(source), row: y, classifier: classifier)
             for x in m..<(w - m) {
                 strength[y * w + x] = scratch.strength(at: x)
                 coherence[y * w + x] = EdgeRefiner.structure(sxx: scratch.sums[x], syy: scratch.sums[scratch.stride + x],
@@ -162,6 +162,36 @@ public struct EdgeRefiner: Sendable {
     /// `source` by `ratio` in those rows, and is updated in place. `scratch` belongs to the
     /// calling worker and was made for `source.width`.
     public func refine(_ source: Plane, into output: Plane, rows: Range<Int>, scratch: Scratch) {
+        refine(.eight(source), into: .eight(output), rows: rows, scratch: scratch)
+    }
+
+    /// The same for 10/12/16-bit planes: samples are classified and filtered in 8-bit units
+    /// (divided by 2^(bits-8)), so the thresholds and filters trained on 8-bit photos apply.
+    public func refine(_ source: Plane16, into output: Plane16, rows: Range<Int>, scratch: Scratch) {
+        refine(.deep(source), into: .deep(output), rows: rows, scratch: scratch)
+    }
+
+    /// A plane of either depth.
+    enum Samples {
+        case eight(Plane)
+        case deep(Plane16)
+
+        var width: Int {
+            switch self {
+            case .eight(let p): return p.width
+            case .deep(let p): return p.width
+            }
+        }
+
+        var height: Int {
+            switch self {
+            case .eight(let p): return p.height
+            case .deep(let p): return p.height
+            }
+        }
+    }
+
+    private func refine(_ source: Samples, into output: Samples, rows: Range<Int>, scratch: Scratch) {
         let w = source.width, h = source.height, m = EdgeRefiner.margin
         let first = max(rows.lowerBound, m), end = min(rows.upperBound, h - m)
         guard w > 2 * m, first < end else { return }
@@ -172,11 +202,10 @@ public struct EdgeRefiner: Sendable {
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
                 let count = scratch.collectEdges(from: m, to: w - m)
-                let list = scratch.list, classes = scratch.classes
-                for i in 0..<count {
-                    let x = Int(list[i]), c = Int(classes[x])
-                    let alpha = weight(strength: scratch.strength(at: x))
-                    apply(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, y: y, alpha: alpha, output: output)
+                // The depth is decided once per row, not per sample.
+                switch output {
+                case .eight(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
+                case .deep(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
                 }
             }
         }
@@ -190,11 +219,41 @@ public struct EdgeRefiner: Sendable {
         out.pointee = UInt8(lanczos + alpha * (refined - lanczos) + 0.5)
     }
 
+    /// As above for a deep sample; `value`, `lo` and `hi` are in 8-bit units, `scale` = 2^(bits-8).
+    @inline(__always)
+    static func store(_ value: Float, lo: Float, hi: Float, alpha: Float, scale: Float, into out: UnsafeMutablePointer<UInt16>) {
+        let lanczos = Float(out.pointee)
+        let refined = min(max(value, lo), hi) * scale
+        out.pointee = UInt16(lanczos + alpha * (refined - lanczos) + 0.5)
+    }
+
+    @inline(never)
+    func refineRow(_ y: Int, edges count: Int, filters: UnsafePointer<Float>, scratch: Scratch, into plane: Plane) {
+        let list = scratch.list, classes = scratch.classes
+        for i in 0..<count {
+            let x = Int(list[i]), c = Int(classes[x])
+            let alpha = weight(strength: scratch.strength(at: x))
+            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
+            store(value, alpha: alpha, scratch: scratch, x: x, y: y, into: plane)
+        }
+    }
+
+    @inline(never)
+    func refineRow(_ y: Int, edges count: Int, filters: UnsafePointer<Float>, scratch: Scratch, into plane: Plane16) {
+        let list = scratch.list, classes = scratch.classes
+        for i in 0..<count {
+            let x = Int(list[i]), c = Int(classes[x])
+            let alpha = weight(strength: scratch.strength(at: x))
+            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
+            store(value, alpha: alpha, scratch: scratch, x: x, y: y, into: plane)
+        }
+    }
+
     /// Every tap broadcast against all phases at once (16 lanes, one per phase; 2x uses four);
     /// seven partial sums, one per filter row. Narrower vectors or pre-expanded sample rows
     /// were slower: LLVM turns their broadcasts into chains of permutes.
     @inline(__always)
-    func apply(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, y: Int, alpha: Float, output: Plane) {
+    func filter(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int) -> SIMD16<Float> {
         var acc = SIMD16<Float>()
         var w = UnsafeRawPointer(f)
         for dy in -3...3 {
@@ -208,11 +267,29 @@ public struct EdgeRefiner: Sendable {
             acc += part
             w += 7 * 64
         }
+        return acc
+    }
+
+    /// Writes the refined phases of input sample (x, y) into the output's ratio x ratio block.
+    @inline(__always)
+    func store(_ value: SIMD16<Float>, alpha: Float, scratch: Scratch, x: Int, y: Int, into plane: Plane) {
         let lo = scratch.low[x], hi = scratch.high[x]
         for py in 0..<ratio {
-            let out = output.row(ratio * y + py) + ratio * x
+            let out = plane.row(ratio * y + py) + ratio * x
             for px in 0..<ratio {
-                EdgeRefiner.store(acc[py * ratio + px], lo: lo, hi: hi, alpha: alpha, into: out + px)
+                EdgeRefiner.store(value[py * ratio + px], lo: lo, hi: hi, alpha: alpha, into: out + px)
+            }
+        }
+    }
+
+    @inline(__always)
+    func store(_ value: SIMD16<Float>, alpha: Float, scratch: Scratch, x: Int, y: Int, into plane: Plane16) {
+        let lo = scratch.low[x], hi = scratch.high[x]
+        let scale = Float(1 << (plane.bitDepth - 8))
+        for py in 0..<ratio {
+            let out = plane.row(ratio * y + py) + ratio * x
+            for px in 0..<ratio {
+                EdgeRefiner.store(value[py * ratio + px], lo: lo, hi: hi, alpha: alpha, scale: scale, into: out + px)
             }
         }
     }
@@ -288,13 +365,13 @@ public struct EdgeRefiner: Sendable {
         @inline(__always) func productRow(_ y: Int, _ k: Int) -> UnsafeMutablePointer<Float> { products + ((y & 7) * 3 + k) * stride }
 
         /// Prepares rows for the input row `y` (rows y-3 ... y+2 and their products).
-        func start(_ source: Plane, at y: Int) {
+        func start(_ source: Samples, at y: Int) {
             for k in (y - 3)...(y + 2) { convert(source, row: k) }
             for k in (y - 2)...(y + 1) { computeProducts(row: k) }
         }
 
         /// Moves to input row `y` (after `start` at some earlier row, one row at a time) and classifies it.
-        func advance(_ source: Plane, row y: Int, classifier: Classifier) {
+        func advance(_ source: Samples, row y: Int, classifier: Classifier) {
             current = y
             convert(source, row: y + 3)
             computeProducts(row: y + 2)
@@ -317,8 +394,26 @@ public struct EdgeRefiner: Sendable {
             return count
         }
 
-        private func convert(_ source: Plane, row y: Int) {
-            let src = source.row(y), dst = samples + (y & 7) * stride
+        private func convert(_ source: Samples, row y: Int) {
+            let dst = samples + (y & 7) * stride
+            switch source {
+            case .eight(let plane): convert(plane.row(y), into: dst)
+            case .deep(let plane): convert(plane.row(y), into: dst, scale: 1 / Float(1 << (plane.bitDepth - 8)))
+            }
+        }
+
+        private func convert(_ src: UnsafeMutablePointer<UInt16>, into dst: UnsafeMutablePointer<Float>, scale: Float) {
+            var x = 0
+            while x + 16 <= width {
+                let words = UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt16>.self)
+                let bits = SIMD16<UInt32>(truncatingIfNeeded: words) | 0x4B00_0000
+                storeVector((unsafeBitCast(bits, to: SIMD16<Float>.self) - 8_388_608) * scale, dst + x)
+                x += 16
+            }
+            while x < width { dst[x] = Float(src[x]) * scale; x += 1 }
+        }
+
+        private func convert(_ src: UnsafeMutablePointer<UInt8>, into dst: UnsafeMutablePointer<Float>) {
             var x = 0
             while x + 16 <= width {
                 let bytes = UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt8>.self)

@@ -63,7 +63,7 @@ public final class FrameScaler: @unchecked Sendable {
         floatScratch.forEach { $0.deallocate() }
     }
 
-    /// Scales a 10/12/16-bit frame (no refinement: its filters are trained on 8-bit photos).
+    /// Scales a 10/12/16-bit frame (refined like 8-bit frames, in 8-bit units).
     /// Not reentrant: one call at a time per scaler.
     public func scale(_ source: Frame16, into destination: Frame16) {
         precondition(source.width == inputWidth && source.height == inputHeight && source.layout == layout,
@@ -80,8 +80,15 @@ public final class FrameScaler: @unchecked Sendable {
         }
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
-            resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
-                                         scratch: floatScratch[worker])
+            let resampler = resamplers[plane]
+            resampler.resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
+                                 scratch: floatScratch[worker])
+            if plane == 0, let refiner {
+                let rows = resampler.rows(band: band)
+                refiner.refine(source.planes[0], into: destination.planes[0],
+                               rows: (rows.lowerBound / refiner.ratio)..<(rows.upperBound / refiner.ratio),
+                               scratch: refinerScratch[worker])
+            }
         }
     }
 
@@ -107,7 +114,7 @@ public final class FrameScaler: @unchecked Sendable {
             resampler.resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
             if plane == 0, let refiner {
                 // The band's Lanczos rows are done; refine them from the input rows they came from.
-                let rows = (band * resampler.bandHeight)..<min((band + 1) * resampler.bandHeight, outputHeight)
+                let rows = resampler.rows(band: band)
                 refiner.refine(source.planes[0], into: destination.planes[0],
                                rows: (rows.lowerBound / refiner.ratio)..<(rows.upperBound / refiner.ratio),
                                scratch: refinerScratch[worker])

@@ -27,10 +27,15 @@ public struct PlaneResampler: Sendable {
 
     public var bandCount: Int { (vertical.outputSize + bandHeight - 1) / bandHeight }
 
+    /// The output rows of band `band`.
+    public func rows(band: Int) -> Range<Int> {
+        (band * bandHeight)..<min((band + 1) * bandHeight, vertical.outputSize)
+    }
+
     /// Resamples output rows of band `band` of `destination` from `source`.
     /// `scratch` must hold `scratchCount` elements and belong to the calling worker.
     public func resample(band: Int, from source: Plane, into destination: Plane, scratch: UnsafeMutablePointer<Int16>) {
-        let rows = (band * bandHeight)..<min((band + 1) * bandHeight, vertical.outputSize)
+        let rows = self.rows(band: band)
         let span = vertical.inputSpan(of: rows)
         let width = horizontal.outputSize
         horizontal.starts.withUnsafeBufferPointer { starts in
@@ -71,7 +76,7 @@ public struct PlaneResampler: Sendable {
     /// (exact: Q14 values divided by 16384), Float intermediates, and the result rounded and
     /// clamped to `0...maxValue`.
     public func resample16(band: Int, from source: Plane16, into destination: Plane16, scratch: UnsafeMutablePointer<Float>) {
-        let rows = (band * bandHeight)..<min((band + 1) * bandHeight, vertical.outputSize)
+        let rows = self.rows(band: band)
         let span = vertical.inputSpan(of: rows)
         let width = horizontal.outputSize
         let scale: Float = 1 / Float(FilterBank.one)

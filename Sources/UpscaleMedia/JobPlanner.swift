@@ -13,7 +13,7 @@ public struct UpscaleOptions: Sendable {
     /// Threads for the upscaler core; nil = all cores.
     public var threads: Int?
     public var overwrite: Bool
-    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x, 3x or 4x, 8-bit).
+    /// Learned edge-directed refinement of luma after Lanczos (exactly 2x, 3x or 4x).
     public var refine: Bool
     /// Whether the user asked for refinement by name: only then does a job that cannot use it say so.
     public var refineRequested: Bool
@@ -176,13 +176,9 @@ public enum JobPlanner {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }
         let stored = (width: info.video!.width, height: info.video!.height)
-        let ratioTrained = EdgeRefiner.trained(input: stored, output: size) != nil
-        let deep = info.video!.bitDepth > 8
-        let refine = options.refine && ratioTrained && !deep
-        if options.refine && options.refineRequested && !ratioTrained {
+        let refine = options.refine && EdgeRefiner.trained(input: stored, output: size) != nil
+        if options.refine && options.refineRequested && !refine {
             notices.append("refinement is trained for exactly 2x, 3x and 4x (\(2 * stored.width)x\(2 * stored.height) for 2x here); this job uses plain Lanczos")
-        } else if options.refine && options.refineRequested && deep {
-            notices.append("refinement works on 8-bit video; this \(info.video!.bitDepth)-bit job uses plain Lanczos")
         }
         let deinterlace = options.deinterlace && video.isInterlaced
         if video.isInterlaced && !options.deinterlace {

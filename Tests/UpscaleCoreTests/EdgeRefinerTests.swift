@@ -79,6 +79,32 @@ final class EdgeRefinerTests: XCTestCase {
         XCTAssertNotEqual(upscale(photo, refined: false).samples, one)
     }
 
+    func testTenBitPlanesAreRefinedAsTheirEightBitValues() throws {
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        let deep = Plane16(width: photo.width, height: photo.height, bitDepth: 10)
+        for y in 0..<photo.height { for x in 0..<photo.width { deep[x, y] = UInt16(photo[x, y]) << 2 } }
+        let size = (2 * photo.width, 2 * photo.height)
+        let eight = upscale(photo, refined: true)
+        let frame16 = Frame16(width: photo.width, height: photo.height, layout: .gray, planes: [deep])
+        let refined = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, threads: 2, refiner: .x2).scale(frame16).planes[0]
+        let plain = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray).scale(frame16).planes[0]
+        XCTAssertEqual(FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, threads: 1, refiner: .x2)
+            .scale(frame16).planes[0].samples, refined.samples, "thread invariance")
+        var changed = 0, total = 0, worst = 0
+        for y in 0..<size.1 {
+            for x in 0..<size.0 {
+                let d = abs(Int(refined[x, y]) - 4 * Int(eight[x, y]))
+                worst = max(worst, d)
+                total += d
+                if refined[x, y] != plain[x, y] { changed += 1 }
+            }
+        }
+        // The same classes and filters; only the Lanczos base (Float here, Q14 at 8 bits) and rounding differ.
+        XCTAssertLessThanOrEqual(worst, 8)
+        XCTAssertLessThan(Double(total) / Double(size.0 * size.1), 1.5)
+        XCTAssertGreaterThan(changed, size.0 * size.1 / 20, "the refinement changed the 10-bit picture")
+    }
+
     func testRefinementOnlyAppliesAtTrainedRatios() throws {
         let photo = try TestImages.pgm("baboon-crop.pgm")
         let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
