@@ -51,8 +51,8 @@ struct UpscaleCommand: ParsableCommand {
     var kernel: Kernel = .lanczos3
 
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
-        "Learned edge-directed refinement of luma after Lanczos (default on; 8-bit video at exactly 2x, 3x or 4x).",
-        discussion: "Cleaner, straighter edges: +0.32 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes and 10-bit video use plain Lanczos."))
+        "Learned edge-directed refinement of luma after Lanczos (default on; exactly 2x, 3x or 4x).",
+        discussion: "Cleaner, straighter edges: +0.32 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes use plain Lanczos."))
     var refine: Bool?
 
     @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
