@@ -92,7 +92,7 @@ struct CoreBench: ParsableCommand {
         }
         var share: Double?
         if let refiner = EdgeRefiner.trained(input: (from.width, from.height), output: (to.width, to.height)) {
-            let counts = inputs.map { frame in refiner.analyze(frame.planes[0]).classes.filter { $0 >= 0 }.count }
+            let counts = inputs.map { frame in refiner.analyze(frame.planes[0]).classes.filter { $0 >= 0 && refiner.active[Int($0)] }.count }
             share = round3(Double(counts.reduce(0, +)) / Double(inputs.count * from.width * from.height))
         }
         return SpeedReport(from: from.description, to: to.description, threads: threads, frames: inputs.count,

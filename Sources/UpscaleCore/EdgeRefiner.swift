@@ -36,14 +36,18 @@ public struct EdgeRefiner: Sendable {
     public let fade: Float
     /// `classCount * ratio² * taps` weights: class-major, then phase (py * ratio + px), then taps row-major.
     public let weights: [Float]
+    /// Per class: whether it is refined. Training turns off classes whose filters gain too little
+    /// over Lanczos to be worth their time (and their flicker); their samples keep Lanczos.
+    public let active: [Bool]
     /// The same weights laid out for the inner loop (see `pack`).
     let packed: [Float]
     private let fadeScale: Float
+    private let activeFlags: [UInt8]
 
     public var phases: Int { ratio * ratio }
 
     public init(ratio: Int, strengthThresholds: (Float, Float), coherenceThresholds: (Float, Float), fade: Float,
-                weights: [Float]) {
+                weights: [Float], active: [Bool]? = nil) {
         precondition((2...4).contains(ratio), "refinement is for 2x, 3x and 4x")
         precondition(weights.count == EdgeRefiner.classCount * ratio * ratio * EdgeRefiner.taps, "filter data has the wrong size")
         self.ratio = ratio
@@ -53,6 +57,9 @@ public struct EdgeRefiner: Sendable {
         self.weights = weights
         packed = EdgeRefiner.pack(weights, ratio: ratio)
         fadeScale = 1 / fade
+        self.active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
+        precondition(self.active.count == EdgeRefiner.classCount, "one activity flag per class")
+        activeFlags = self.active.map { $0 ? 1 : 0 }
     }
 
     /// The trained refiner for an exact integer ratio between input and output, if there is one.
@@ -136,7 +143,7 @@ public struct EdgeRefiner: Sendable {
 
     /// The structure of every refinable input sample, computed by the code `refine` uses:
     /// strength and coherence (0 at the margin) and class index (-1 where the strength is
-    /// under the threshold or at the margin).
+    /// under the threshold or at the margin). `refine` changes the samples of active classes.
     public func analyze(_ source: Plane) -> (strength: [Float], coherence: [Float], classes: [Int32]) {
         let w = source.width, h = source.height
         var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
@@ -201,7 +208,7 @@ public struct EdgeRefiner: Sendable {
             scratch.start(source, at: first)
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
-                let count = scratch.collectEdges(from: m, to: w - m)
+                let count = activeFlags.withUnsafeBufferPointer { scratch.collectEdges(from: m, to: w - m, active: $0.baseAddress!) }
                 switch output {
                 case .eight(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
                 case .deep(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
@@ -333,8 +340,9 @@ public struct EdgeRefiner: Sendable {
             classify(row: y, classifier)
         }
 
-        /// Writes the positions in `from..<to` whose edge test passes to `list`; returns how many.
-        func collectEdges(from start: Int, to end: Int) -> Int {
+        /// Writes the positions in `from..<to` whose edge test passes and whose class is active
+        /// (`active`: 1 or 0 per class) to `list`; returns how many.
+        func collectEdges(from start: Int, to end: Int, active: UnsafePointer<UInt8>) -> Int {
             var count = 0, x = start
             while x < end {
                 // Skip 16 flat samples at a time.
@@ -343,7 +351,7 @@ public struct EdgeRefiner: Sendable {
                     continue
                 }
                 list[count] = Int32(truncatingIfNeeded: x)
-                count &+= edge[x] >= 0 ? 1 : 0
+                count &+= (edge[x] >= 0 ? 1 : 0) & Int(active[Int(classes[x])])
                 x += 1
             }
             return count

@@ -155,7 +155,8 @@ final class EdgeRefinerTests: XCTestCase {
             var refinedCount = 0, differing = 0
             for y in 0..<photo.height {
                 for x in 0..<photo.width {
-                    let c = Int(analysis.classes[y * photo.width + x])
+                    let c = Int(analysis.classes[y * photo.width + x]) >= 0 && refiner.active[Int(analysis.classes[y * photo.width + x])]
+                        ? Int(analysis.classes[y * photo.width + x]) : -1
                     var lo: UInt8 = 255, hi: UInt8 = 0
                     if c >= 0 {
                         refinedCount += 1
