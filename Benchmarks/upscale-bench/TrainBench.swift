@@ -60,37 +60,44 @@ struct TrainBench: ParsableCommand {
         let classifier = EdgeRefiner(ratio: ratio, strengthThresholds: (t0, t1), coherenceThresholds: ct,
                                      fade: Float(fade) * t0, weights: probe.weights)
 
+        // Every refined training sample once per pass: its class, position, photo pair and 7x7 input patch.
+        let maps = pairs.map { classifier.analyze($0.lr).classes }
+        var patch = [Double](repeating: 0, count: n)
+        func eachSample(_ body: (_ c: Int, _ x: Int, _ y: Int, _ hr: Plane, _ p: [Double]) -> Void) {
+            for ((hr, lr), map) in zip(pairs, maps) {
+                for y in 0..<lr.height {
+                    for x in 0..<lr.width {
+                        let c = Int(map[y * lr.width + x])
+                        guard c >= 0 else { continue }
+                        var i = 0
+                        for dy in -3...3 { for dx in -3...3 { patch[i] = Double(lr[x + dx, y + dy]); i += 1 } }
+                        body(c, x, y, hr, patch)
+                    }
+                }
+            }
+        }
+
         var ata = [Double](repeating: 0, count: classes * n * n)
         var atb = [Double](repeating: 0, count: classes * n * phases)
         var counts = [Int](repeating: 0, count: classes)
-        var p = [Double](repeating: 0, count: n)
-        for (hr, lr) in pairs {
-            let map = classifier.analyze(lr).classes
-            for y in 0..<lr.height {
-                for x in 0..<lr.width {
-                    let c = Int(map[y * lr.width + x])
-                    guard c >= 0 else { continue }
-                    var i = 0
-                    for dy in -3...3 { for dx in -3...3 { p[i] = Double(lr[x + dx, y + dy]); i += 1 } }
-                    ata.withUnsafeMutableBufferPointer { m in
-                        let base = c * n * n
-                        for i in 0..<n {
-                            let pi = p[i], rowBase = base + i * n
-                            for j in i..<n { m[rowBase + j] += pi * p[j] }
-                        }
-                    }
-                    atb.withUnsafeMutableBufferPointer { b in
-                        for py in 0..<ratio {
-                            for px in 0..<ratio {
-                                let target = Double(hr[ratio * x + px, ratio * y + py])
-                                let base = (c * phases + py * ratio + px) * n
-                                for i in 0..<n { b[base + i] += p[i] * target }
-                            }
-                        }
-                    }
-                    counts[c] += 1
+        eachSample { c, x, y, hr, p in
+            ata.withUnsafeMutableBufferPointer { m in
+                let base = c * n * n
+                for i in 0..<n {
+                    let pi = p[i], rowBase = base + i * n
+                    for j in i..<n { m[rowBase + j] += pi * p[j] }
                 }
             }
+            atb.withUnsafeMutableBufferPointer { b in
+                for py in 0..<ratio {
+                    for px in 0..<ratio {
+                        let target = Double(hr[ratio * x + px, ratio * y + py])
+                        let base = (c * phases + py * ratio + px) * n
+                        for i in 0..<n { b[base + i] += p[i] * target }
+                    }
+                }
+            }
+            counts[c] += 1
         }
 
         var weights = [Float](repeating: 0, count: classes * phases * n)
@@ -126,28 +133,17 @@ struct TrainBench: ParsableCommand {
         }
         // What each class gains over Lanczos on the training data, per output sample.
         var gain = [Double](repeating: 0, count: classes)
-        for (hr, lr) in pairs {
-            let map = classifier.analyze(lr).classes
-            for y in 0..<lr.height {
-                for x in 0..<lr.width {
-                    let c = Int(map[y * lr.width + x])
-                    guard c >= 0 else { continue }
-                    for py in 0..<ratio {
-                        for px in 0..<ratio {
-                            let phase = py * ratio + px
-                            var fitted = 0.0, plain = 0.0, i = 0
-                            for dy in -3...3 {
-                                for dx in -3...3 {
-                                    let v = Double(lr[x + dx, y + dy])
-                                    fitted += Double(weights[(c * phases + phase) * n + i]) * v
-                                    plain += Double(lanczos[phase * n + i]) * v
-                                    i += 1
-                                }
-                            }
-                            let target = Double(hr[ratio * x + px, ratio * y + py])
-                            gain[c] += ((plain - target) * (plain - target) - (fitted - target) * (fitted - target)) / Double(phases)
-                        }
+        eachSample { c, x, y, hr, p in
+            for py in 0..<ratio {
+                for px in 0..<ratio {
+                    let phase = py * ratio + px
+                    var fitted = 0.0, plain = 0.0
+                    for i in 0..<n {
+                        fitted += Double(weights[(c * phases + phase) * n + i]) * p[i]
+                        plain += Double(lanczos[phase * n + i]) * p[i]
                     }
+                    let target = Double(hr[ratio * x + px, ratio * y + py])
+                    gain[c] += ((plain - target) * (plain - target) - (fitted - target) * (fitted - target)) / Double(phases)
                 }
             }
         }

@@ -118,20 +118,6 @@ public struct EdgeRefiner: Sendable {
         return out
     }
 
-    /// Orientation in [0, π), strength and coherence from a tensor summed over the 5x5 window
-    /// (what `analyze` reports; `refine` classifies with the equivalent vector tests in `Scratch`).
-    static func structure(sxx: Float, syy: Float, sxy: Float) -> (angle: Float, strength: Float, coherence: Float) {
-        let a = sxx / 25, b = syy / 25, c = sxy / 25
-        let trace = a + b
-        let root = ((a - b) * (a - b) + 4 * c * c).squareRoot()
-        let l1 = max(0, (trace + root) / 2), l2 = max(0, (trace - root) / 2)
-        var angle = 0.5 * atan2(2 * c, a - b)
-        if angle < 0 { angle += Float.pi }
-        let r1 = l1.squareRoot(), r2 = l2.squareRoot()
-        let coherence = r1 + r2 > 1e-6 ? (r1 - r2) / (r1 + r2) : 0
-        return (angle, r1, coherence)
-    }
-
     /// How much of the refined result replaces Lanczos at this strength (0 below the threshold).
     @inline(__always)
     public func weight(strength: Float) -> Float {
@@ -142,8 +128,9 @@ public struct EdgeRefiner: Sendable {
     public static let margin = 3
 
     /// The structure of every refinable input sample, computed by the code `refine` uses:
-    /// strength and coherence (0 at the margin) and class index (-1 where the strength is
-    /// under the threshold or at the margin). `refine` changes the samples of active classes.
+    /// strength (0 at the margin), coherence (only where the strength reaches the threshold,
+    /// else 0) and class index (-1 where the strength is under the threshold or at the margin).
+    /// `refine` changes the samples of active classes.
     public func analyze(_ source: Plane) -> (strength: [Float], coherence: [Float], classes: [Int32]) {
         let w = source.width, h = source.height
         var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
@@ -157,9 +144,10 @@ public struct EdgeRefiner: Sendable {
             scratch.advance(.eight(source), row: y, classifier: classifier)
             for x in m..<(w - m) {
                 strength[y * w + x] = scratch.strength(at: x)
-                coherence[y * w + x] = EdgeRefiner.structure(sxx: scratch.sums[x], syy: scratch.sums[scratch.stride + x],
-                                                             sxy: scratch.sums[2 * scratch.stride + x]).coherence
-                if scratch.edge[x] >= 0 { classes[y * w + x] = scratch.classes[x] }
+                if scratch.edge[x] >= 0 {
+                    classes[y * w + x] = scratch.classes[x]
+                    coherence[y * w + x] = scratch.coherence(at: x)
+                }
             }
         }
         return (strength, coherence, classes)
@@ -278,17 +266,18 @@ public struct EdgeRefiner: Sendable {
         }
     }
     /// Per-worker rows for the refinement: the last 8 input rows as Float, the last 8 rows of
-    /// gradient products, and for the current row the tensor sums and, per sample, the class,
-    /// blend weight, strength, edge test and 3x3 range. Rows carry 16 floats of padding on
-    /// both sides so vector loops can run past the ends.
+    /// gradient products, and for the current row the column sums of the tensor and, per
+    /// sample, its eigenvalues (trace, spread), the edge test, the class, the 3x3 range and the
+    /// list of edge samples. Rows carry 16 floats of padding on both sides so vector loops can
+    /// run past the ends.
     public final class Scratch: @unchecked Sendable {
         let width: Int
         let stride: Int
         private let memory: UnsafeMutableRawPointer
         let samples: UnsafeMutablePointer<Float>
         let products: UnsafeMutablePointer<Float>
-        /// sxx, syy, sxy of the current row, then three rows of column sums.
-        let sums: UnsafeMutablePointer<Float>
+        /// Column sums of the five product rows around the current row: sxx, syy, sxy.
+        let columns: UnsafeMutablePointer<Float>
         /// The tensor's eigenvalues are trace ± √spread.
         let trace: UnsafeMutablePointer<Float>
         let spread: UnsafeMutablePointer<Float>
@@ -304,20 +293,20 @@ public struct EdgeRefiner: Sendable {
         public init(width: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 6 + 7 + 2
+            let rows = 8 + 24 + 3 + 7
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
             samples = base
             products = base + 8 * stride
-            sums = base + 32 * stride
-            trace = base + 38 * stride
-            spread = base + 39 * stride
-            edge = base + 40 * stride
-            low = base + 41 * stride
-            high = base + 42 * stride
-            classes = UnsafeMutableRawPointer(base + 45 * stride).assumingMemoryBound(to: Int32.self)
-            list = UnsafeMutableRawPointer(base + 46 * stride).assumingMemoryBound(to: Int32.self)
+            columns = base + 32 * stride
+            trace = base + 35 * stride
+            spread = base + 36 * stride
+            edge = base + 37 * stride
+            low = base + 38 * stride
+            high = base + 39 * stride
+            classes = UnsafeMutableRawPointer(base + 40 * stride).assumingMemoryBound(to: Int32.self)
+            list = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
         }
 
         deinit { memory.deallocate() }
@@ -405,19 +394,20 @@ public struct EdgeRefiner: Sendable {
         }
 
         /// The 5x5 tensor sums of row y (column sums of five product rows, then 5-wide row
-        /// sums), and from them each sample's edge test, class, strength and blend weight.
+        /// sums), and from them each sample's eigenvalues, edge test and — in chunks with an edge —
+        /// class and 3x3 range.
         private func classify(row y: Int, _ k: Classifier) {
             for p in 0..<3 {
                 let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
                 let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
-                let column = sums + (3 + p) * stride
+                let column = columns + p * stride
                 var x = -16
                 while x < width + 16 {
                     storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
                     x += 16
                 }
             }
-            let cxx = sums + 3 * stride, cyy = sums + 4 * stride, cxy = sums + 5 * stride
+            let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
             let lastAngle = SIMD16<Int32>(repeating: Int32(EdgeRefiner.angles - 1))
             var x = 0
             while x < width {
@@ -436,9 +426,6 @@ public struct EdgeRefiner: Sendable {
                     x += 16
                     continue
                 }
-                storeVector(a, sums + x)
-                storeVector(b, sums + stride + x)
-                storeVector(c, sums + 2 * stride + x)
                 let strong = step(q - gap1 * gap1)
                 let t2 = t * t
                 let coherent = step(q * k.coherence0.0 - t2 * k.coherence0.1) + step(q * k.coherence1.0 - t2 * k.coherence1.1)
@@ -466,6 +453,16 @@ public struct EdgeRefiner: Sendable {
 
         @inline(__always) private func storeBits(_ v: SIMD16<Int32>, _ p: UnsafeMutablePointer<Float>) {
             UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD16<Int32>.self)
+        }
+
+        /// Coherence at x of the current row, (√l1 - √l2) / (√l1 + √l2) of the mean tensor's
+        /// eigenvalues, from the column sums added in the vector pass's order.
+        func coherence(at x: Int) -> Float {
+            func box(_ p: UnsafeMutablePointer<Float>) -> Float { ((p[x - 2] + p[x - 1]) + (p[x] + p[x + 1])) + p[x + 2] }
+            let a = box(columns) / 25, b = box(columns + stride) / 25, c = box(columns + 2 * stride) / 25
+            let root = ((a - b) * (a - b) + 4 * c * c).squareRoot()
+            let r1 = max(0, (a + b + root) / 2).squareRoot(), r2 = max(0, (a + b - root) / 2).squareRoot()
+            return r1 + r2 > 1e-6 ? (r1 - r2) / (r1 + r2) : 0
         }
 
         /// Gradient strength at x of the current row: √(largest eigenvalue / 25).

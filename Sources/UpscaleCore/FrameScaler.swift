@@ -80,13 +80,10 @@ public final class FrameScaler: @unchecked Sendable {
         }
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
-            let resampler = resamplers[plane]
-            resampler.resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
-                                 scratch: floatScratch[worker])
+            resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
+                                         scratch: floatScratch[worker])
             if plane == 0, let refiner {
-                let rows = resampler.rows(band: band)
-                refiner.refine(source.planes[0], into: destination.planes[0],
-                               rows: (rows.lowerBound / refiner.ratio)..<(rows.upperBound / refiner.ratio),
+                refiner.refine(source.planes[0], into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
                                scratch: refinerScratch[worker])
             }
         }
@@ -96,6 +93,13 @@ public final class FrameScaler: @unchecked Sendable {
         let out = Frame16(width: outputWidth, height: outputHeight, layout: layout, bitDepth: source.bitDepth)
         scale(source, into: out)
         return out
+    }
+
+    /// The luma input rows a band's output rows come from at an integer ratio (bands start on
+    /// multiples of it when refining).
+    private func inputRows(band: Int, ratio: Int) -> Range<Int> {
+        let rows = resamplers[0].rows(band: band)
+        return (rows.lowerBound / ratio)..<(rows.upperBound / ratio)
     }
 
     public func makeOutputFrame() -> Frame {
@@ -110,13 +114,10 @@ public final class FrameScaler: @unchecked Sendable {
                      "destination frame does not match the scaler")
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
-            let resampler = resamplers[plane]
-            resampler.resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
+            resamplers[plane].resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
             if plane == 0, let refiner {
                 // The band's Lanczos rows are done; refine them from the input rows they came from.
-                let rows = resampler.rows(band: band)
-                refiner.refine(source.planes[0], into: destination.planes[0],
-                               rows: (rows.lowerBound / refiner.ratio)..<(rows.upperBound / refiner.ratio),
+                refiner.refine(source.planes[0], into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
                                scratch: refinerScratch[worker])
             }
         }

@@ -14,7 +14,9 @@ final class Deinterlacer {
     init(width: Int32, height: Int32, format: AVPixelFormat, timeBase: AVRational, sampleAspect: AVRational, path: String) throws {
         self.path = path
         self.timeBase = timeBase
-        guard let graph = avfilter_graph_alloc(), let filtered = av_frame_alloc() else {
+        let allocatedGraph = avfilter_graph_alloc(), allocatedFrame = av_frame_alloc()
+        guard let graph = allocatedGraph, let filtered = allocatedFrame else {
+            Deinterlacer.release(allocatedGraph, allocatedFrame)
             throw UpscaleError(.processing, "out of memory")
         }
         self.graph = graph
@@ -25,34 +27,30 @@ final class Deinterlacer {
         var src: UnsafeMutablePointer<AVFilterContext>?
         var snk: UnsafeMutablePointer<AVFilterContext>?
         var deinterlace: UnsafeMutablePointer<AVFilterContext>?
-        let failure = { (what: String) in UpscaleError(.processing, "'\(path)': cannot set up deinterlacing (\(what)); run without --deinterlace") }
+        let failure = { (what: String) -> UpscaleError in
+            Deinterlacer.release(graph, filtered)
+            return UpscaleError(.processing, "'\(path)': cannot set up deinterlacing (\(what)); run without --deinterlace")
+        }
         guard avfilter_graph_create_filter(&src, avfilter_get_by_name("buffer"), "in", arguments, nil, graph) >= 0,
               avfilter_graph_create_filter(&snk, avfilter_get_by_name("buffersink"), "out", nil, nil, graph) >= 0,
               let bwdif = avfilter_get_by_name("bwdif"),
               avfilter_graph_create_filter(&deinterlace, bwdif, "bwdif", "mode=send_frame:parity=auto:deint=interlaced", nil, graph) >= 0,
               let src, let snk, let deinterlace else {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            var f: UnsafeMutablePointer<AVFrame>? = filtered
-            av_frame_free(&f)
             throw failure("this FFmpeg has no bwdif filter")
         }
         source = src
         sink = snk
         guard avfilter_link(src, 0, deinterlace, 0) >= 0, avfilter_link(deinterlace, 0, snk, 0) >= 0,
               avfilter_graph_config(graph, nil) >= 0 else {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            var f: UnsafeMutablePointer<AVFrame>? = filtered
-            av_frame_free(&f)
             throw failure("the filter graph does not configure")
         }
     }
 
-    deinit {
-        var g: UnsafeMutablePointer<AVFilterGraph>? = graph
+    deinit { Deinterlacer.release(graph, filtered) }
+
+    private static func release(_ graph: UnsafeMutablePointer<AVFilterGraph>?, _ frame: UnsafeMutablePointer<AVFrame>?) {
+        var g = graph, f = frame
         avfilter_graph_free(&g)
-        var f: UnsafeMutablePointer<AVFrame>? = filtered
         av_frame_free(&f)
     }
 

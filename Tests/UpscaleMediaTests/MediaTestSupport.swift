@@ -49,6 +49,14 @@ enum Measure {
         return mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
     }
 
+    /// Presentation times of the main video stream's packets, sorted, in seconds.
+    static func videoSeconds(_ path: String) throws -> [Double] {
+        let info = try MediaProbe.info(path)
+        let timeBase = info.video!.timeBase
+        return try MediaProbe.packets(path, stream: info.videoStreamIndex!).compactMap(\.pts).sorted()
+            .map { Double($0) * Double(timeBase.num) / Double(timeBase.den) }
+    }
+
     static func frames(_ path: String) throws -> [(frame: Frame, pts: Int64)] {
         let reader = try VideoFrameReader(path: path)
         var out: [(Frame, Int64)] = []

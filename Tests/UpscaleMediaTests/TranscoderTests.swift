@@ -233,12 +233,7 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(job.notices.isEmpty, "\(job.notices)")
 
         // One picture per picture, at the same times.
-        let seconds = { (path: String) -> [Double] in
-            let info = try MediaProbe.info(path)
-            return try MediaProbe.packets(path, stream: info.videoStreamIndex!).compactMap(\.pts).sorted()
-                .map { Double($0) * Double(info.video!.timeBase.num) / Double(info.video!.timeBase.den) }
-        }
-        let inTimes = try seconds(input), outTimes = try seconds(job.output)
+        let inTimes = try Measure.videoSeconds(input), outTimes = try Measure.videoSeconds(job.output)
         XCTAssertEqual(outTimes.count, 20)
         XCTAssertEqual(outTimes.count, inTimes.count)
         for (a, b) in zip(inTimes, outTimes) { XCTAssertEqual(a, b, accuracy: 0.0015) }
@@ -337,16 +332,11 @@ final class TranscoderTests: XCTestCase {
         let input = dir.appendingPathComponent("vfr.mkv").path
         // 10 fps for the first second, then 20 fps: time base 1/10240, 1024 ticks a frame at first.
         try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input) { t in t < 10240 ? t : 10240 + (t - 10240) / 2 }
-        let inInfo = try MediaProbe.info(input)
-        let seconds = { (path: String, info: MediaInfo) in
-            try MediaProbe.packets(path, stream: info.videoStreamIndex!).compactMap(\.pts).sorted()
-                .map { Double($0) * Double(info.video!.timeBase.num) / Double(info.video!.timeBase.den) }
-        }
-        let inTimes = try seconds(input, inInfo)
+        let inTimes = try Measure.videoSeconds(input)
         XCTAssertEqual(inTimes[11] - inTimes[10], 0.05, accuracy: 0.002, "the clip is variable-rate")
         XCTAssertEqual(inTimes[5] - inTimes[4], 0.1, accuracy: 0.002)
         let (job, _) = try run(input, UpscaleOptions(width: 384, encoder: EncoderSettings(preset: "ultrafast")))
-        let outTimes = try seconds(job.output, try MediaProbe.info(job.output))
+        let outTimes = try Measure.videoSeconds(job.output)
         XCTAssertEqual(outTimes.count, inTimes.count)
         for (a, b) in zip(inTimes, outTimes) { XCTAssertEqual(a, b, accuracy: 0.0015) }
     }
