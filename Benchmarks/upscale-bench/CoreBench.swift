@@ -140,8 +140,9 @@ struct CoreBench: ParsableCommand {
         let (input, output) = ((from.width, from.height), (to.width, to.height))
         let ours = Lazy { FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads) }
         let refined = Lazy {
+            // As the video path runs it: with the temporal hold (its held luma counts in the memory figure).
             FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads,
-                        refiner: EdgeRefiner.trained(input: input, output: output))
+                        refiner: EdgeRefiner.trained(input: input, output: output), hold: TemporalHold())
         }
         let sws = Lazy { try SwscaleScaler(input: input, output: output, threads: threads) }
         let zimg = Lazy { try ZimgScaler(input: input, output: output, layout: .yuv420) }

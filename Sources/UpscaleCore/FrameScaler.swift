@@ -16,10 +16,17 @@ public final class FrameScaler: @unchecked Sendable {
     /// Applied to luma after Lanczos when its ratio is the scale's; nil for plain resampling.
     public let refiner: EdgeRefiner?
     private let refinerScratch: [EdgeRefiner.Scratch]
+    /// For video: the refinement reads a luma copy held steady across frames where the
+    /// picture is static (see `TemporalHold`); nil refines every frame on its own.
+    public let hold: TemporalHold?
+    /// The held luma of the depth last scaled, made on the first frame of that depth.
+    private var held: Plane?
+    private var held16: Plane16?
 
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
-        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96, refiner: EdgeRefiner? = nil
+        kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96, refiner: EdgeRefiner? = nil,
+        hold: TemporalHold? = nil
     ) {
         inputWidth = input.width
         inputHeight = input.height
@@ -46,6 +53,7 @@ public final class FrameScaler: @unchecked Sendable {
         self.resamplers = resamplers
         tasks = resamplers.enumerated().flatMap { plane, r in (0..<r.bandCount).map { (plane, $0) } }
         self.refiner = refines ? refiner : nil
+        self.hold = refines ? hold : nil
         refinerScratch = refines ? (0..<scheduler.threads).map { _ in EdgeRefiner.Scratch(width: input.width) } : []
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
@@ -78,15 +86,44 @@ public final class FrameScaler: @unchecked Sendable {
                 return p
             }
         }
+        var steady = source.planes[0]
+        if let hold {
+            held = nil
+            if let plane = held16, plane.bitDepth == steady.bitDepth {
+                update(plane, toward: steady, hold: hold)
+            } else {
+                let plane = Plane16(width: inputWidth, height: inputHeight, bitDepth: steady.bitDepth)
+                for y in 0..<inputHeight { plane.row(y).update(from: steady.row(y), count: inputWidth) }
+                held16 = plane
+            }
+            steady = held16!
+        }
+        let luma = steady
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
                                          scratch: floatScratch[worker])
             if plane == 0, let refiner {
-                refiner.refine(source.planes[0], into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
+                refiner.refine(luma, into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
                                scratch: refinerScratch[worker])
             }
         }
+    }
+
+    /// Moves the held luma toward this frame's, in bands on the scheduler (each sample
+    /// depends only on itself, so any split gives the same bytes).
+    private func update<P: HeldPlane>(_ plane: P, toward current: P, hold: TemporalHold) {
+        let bands = (inputHeight + 63) / 64
+        scheduler.run(tasks: bands) { band, _ in
+            current.move(plane, by: hold, rows: (band * 64)..<min((band + 1) * 64, inputHeight))
+        }
+    }
+
+    /// Forgets the previous frames: the next frame is refined on its own, as after a cut
+    /// (where the per-sample motion test would mostly do the same).
+    public func resetHold() {
+        held = nil
+        held16 = nil
     }
 
     public func scale(_ source: Frame16) -> Frame16 {
@@ -112,12 +149,25 @@ public final class FrameScaler: @unchecked Sendable {
                      "source frame does not match the scaler")
         precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
                      "destination frame does not match the scaler")
+        var steady = source.planes[0]
+        if let hold {
+            held16 = nil
+            if let plane = held {
+                update(plane, toward: steady, hold: hold)
+            } else {
+                let plane = Plane(width: inputWidth, height: inputHeight)
+                for y in 0..<inputHeight { plane.row(y).update(from: steady.row(y), count: inputWidth) }
+                held = plane
+            }
+            steady = held!
+        }
+        let luma = steady
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
             if plane == 0, let refiner {
                 // The band's Lanczos rows are done; refine them from the input rows they came from.
-                refiner.refine(source.planes[0], into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
+                refiner.refine(luma, into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
                                scratch: refinerScratch[worker])
             }
         }
@@ -128,4 +178,17 @@ public final class FrameScaler: @unchecked Sendable {
         scale(source, into: out)
         return out
     }
+}
+
+/// A luma plane `TemporalHold` can update.
+private protocol HeldPlane: Sendable {
+    func move(_ held: Self, by hold: TemporalHold, rows: Range<Int>)
+}
+
+extension Plane: HeldPlane {
+    func move(_ held: Plane, by hold: TemporalHold, rows: Range<Int>) { hold.update(held, toward: self, rows: rows) }
+}
+
+extension Plane16: HeldPlane {
+    func move(_ held: Plane16, by hold: TemporalHold, rows: Range<Int>) { hold.update(held, toward: self, rows: rows) }
 }

@@ -174,7 +174,8 @@ public final class Transcoder {
         let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
                                  layout: encoder.tenBit ? encoder.layout : .yuv420, kernel: job.kernel, threads: job.threads,
-                                 refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil)
+                                 refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil,
+                                 hold: TemporalHold())
         let failure = Failure()
         let stopAll = {
             decoded.cancel()
