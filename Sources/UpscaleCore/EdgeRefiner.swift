@@ -484,46 +484,6 @@ public struct EdgeRefiner: Sendable {
     }
 }
 
-/// Lane minimum and maximum of integers whose difference fits in Int32. Written out because
-/// the standard library's pointwiseMin/Max are not inlined here, and a call splits the
-/// vectors into xmm registers (and keeps the code around it 4 lanes wide).
-@inline(__always)
-private func minimum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
-    let d = a &- b
-    return b &+ (d & (d &>> 31))
-}
-
-@inline(__always)
-private func maximum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
-    let d = a &- b
-    return a &- (d & (d &>> 31))
-}
-
-/// max(v, 0) without a lane-by-lane select.
-@inline(__always)
-private func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    v * step(v)
-}
-
-/// 1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
-@inline(__always)
-private func step(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    1 - signBit(v)
-}
-
-/// 1 where v's sign bit is set, else 0 (no per-lane selects).
-@inline(__always)
-private func signBit(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    let bit = unsafeBitCast(v, to: SIMD16<UInt32>.self) &>> 31
-    return unsafeBitCast(bit | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
-}
-
-/// Values in -2^22..<2^22 rounded to the nearest integer (ties to even) as Int32 (the 1.5·2^23 trick).
-@inline(__always)
-private func exactInt(_ v: SIMD16<Float>) -> SIMD16<Int32> {
-    unsafeBitCast(v + 12_582_912, to: SIMD16<Int32>.self) &- 0x4B40_0000
-}
-
 /// atan2(y, x) mapped to [0, 2π), branch-free: an odd polynomial for atan on [0, 1]
 /// (within 2e-6 rad) with the octant folded back arithmetically.
 @inline(__always)

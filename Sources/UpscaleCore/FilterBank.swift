@@ -148,3 +148,69 @@ public struct FilterBank: Sendable {
         return lo..<hi
     }
 }
+
+extension FilterBank {
+    /// The bank as dense matrices over blocks of 32 consecutive outputs, for ratios without
+    /// a cheap polyphase form (3x, 2.667x, downscaling, and every 16-bit pass).
+    ///
+    /// Block `b` (outputs `32b ..< 32b + 32`) reads inputs `starts[b] ..< starts[b] + window`;
+    /// its matrix has one row of 32 weights per input: first the 16 even outputs' weights,
+    /// then the 16 odd outputs' (zero where an output does not read that input). So a block
+    /// is `window` broadcasts and multiply-adds into two vectors, and the two vectors pack
+    /// into 32 outputs in order as 16-bit pairs of 32-bit lanes (no lane shuffles). Blocks of
+    /// one ratio mostly share a matrix; only distinct ones are stored.
+    public struct Blocks: Sendable {
+        public static let size = 32
+        /// Inputs one block reads.
+        public let window: Int
+        /// Full blocks; outputs from `32 * count` on are left to the per-sample path.
+        public let count: Int
+        public let starts: [Int32]
+        /// Per block, the first element of its matrix in `weights`.
+        public let offsets: [Int32]
+        /// Distinct matrices, Q14 weights as Int32.
+        public let weights: [Int32]
+        /// The same as Float (Q14 / 16384, exact).
+        public let floatWeights: [Float]
+        /// The same as Float in units of 1/256 (Q14 / 256, exact): 8-bit samples times these
+        /// are the 8-bit pass's sample·64 intermediates.
+        public let eightBitWeights: [Float]
+    }
+
+    /// Nil when a block would read more than `maxWindow` inputs or the input is narrower than one window.
+    public func blocks(maxWindow: Int = 96) -> Blocks? {
+        let size = Blocks.size, count = outputSize / size
+        guard count > 0 else { return nil }
+        var window = 0
+        for b in 0..<count {
+            let outputs = b * size..<(b + 1) * size
+            window = max(window, outputs.map { Int(starts[$0]) + taps }.max()! - outputs.map { Int(starts[$0]) }.min()!)
+        }
+        guard window <= maxWindow, window <= inputSize else { return nil }
+        var blockStarts: [Int32] = [], offsets: [Int32] = [], weights: [Int32] = []
+        var known: [[Int32]: Int32] = [:]
+        for b in 0..<count {
+            let outputs = b * size..<(b + 1) * size
+            // Slid left where the window would pass the end of the input.
+            let start = min(outputs.map { Int(starts[$0]) }.min()!, inputSize - window)
+            var matrix = [Int32](repeating: 0, count: window * size)
+            for x in outputs {
+                let lane = (x - b * size) / 2 + ((x - b * size) % 2) * (size / 2)
+                for k in 0..<taps {
+                    matrix[(Int(starts[x]) + k - start) * size + lane] = Int32(coefficients[x * taps + k])
+                }
+            }
+            blockStarts.append(Int32(start))
+            if let offset = known[matrix] {
+                offsets.append(offset)
+            } else {
+                let offset = Int32(weights.count)
+                known[matrix] = offset
+                offsets.append(offset)
+                weights += matrix
+            }
+        }
+        return Blocks(window: window, count: count, starts: blockStarts, offsets: offsets, weights: weights,
+                      floatWeights: weights.map { Float($0) / Float(FilterBank.one) }, eightBitWeights: weights.map { Float($0) / 256 })
+    }
+}

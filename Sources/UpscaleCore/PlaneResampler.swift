@@ -9,6 +9,9 @@ public struct PlaneResampler: Sendable {
     /// Int16 elements of scratch one band needs.
     public let scratchCount: Int
     let polyphase: FilterBank.Polyphase?
+    /// Dense block matrices for the horizontal pass: every 16-bit pass, and 8-bit ratios
+    /// other than 2x and 4x (which have a polyphase form, cheaper at 2x).
+    let blocks: FilterBank.Blocks?
 
     public init(horizontal: FilterBank, vertical: FilterBank, bandHeight: Int) {
         self.horizontal = horizontal
@@ -23,7 +26,11 @@ public struct PlaneResampler: Sendable {
         }
         scratchCount = rows * horizontal.outputSize
         polyphase = horizontal.polyphase
+        blocks = horizontal.blocks()
     }
+
+    /// Whether the 8-bit horizontal pass uses the polyphase form (2x and 4x).
+    private var eightBitPolyphase: Bool { polyphase.map { $0.factor == 2 || $0.factor == 4 } ?? false }
 
     public var bandCount: Int { (vertical.outputSize + bandHeight - 1) / bandHeight }
 
@@ -44,13 +51,17 @@ public struct PlaneResampler: Sendable {
                 for y in span {
                     let out = scratch + (y - span.lowerBound) * width
                     let row = source.row(y)
-                    if let polyphase {
+                    if let polyphase, eightBitPolyphase {
                         // Vector blocks over the interior; the clamped edges and the tail go through the general path.
                         let done = Self.filterRowPolyphase(row, into: out, polyphase: polyphase, taps: taps)
                         let factor = polyphase.factor
                         Self.filterRange(row, into: out, range: 0..<(factor * polyphase.interior.lowerBound),
                                          starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
                         Self.filterRange(row, into: out, range: (factor * done)..<width,
+                                         starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
+                    } else if let blocks {
+                        Self.filterBlocks(row, into: out, blocks: blocks)
+                        Self.filterRange(row, into: out, range: (FilterBank.Blocks.size * blocks.count)..<width,
                                          starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, taps: taps)
                     } else {
                         Self.filterRange(row, into: out, range: 0..<width,
@@ -74,25 +85,23 @@ public struct PlaneResampler: Sendable {
 
     /// The 16-bit counterpart of `resample`: the same filter banks, with weights as Float
     /// (exact: Q14 values divided by 16384), Float intermediates, and the result rounded and
-    /// clamped to `0...maxValue`.
+    /// clamped to `0...maxValue`. With block matrices, the intermediates of each full block
+    /// of 32 outputs are stored as its 16 even outputs, then its 16 odd ones; the vertical
+    /// pass then packs the two halves into 32 samples in order as 16-bit pairs.
     public func resample16(band: Int, from source: Plane16, into destination: Plane16, scratch: UnsafeMutablePointer<Float>) {
         let rows = self.rows(band: band)
         let span = vertical.inputSpan(of: rows)
         let width = horizontal.outputSize
         let scale: Float = 1 / Float(FilterBank.one)
+        let blocked = blocks.map { FilterBank.Blocks.size * $0.count } ?? 0
         horizontal.starts.withUnsafeBufferPointer { starts in
             horizontal.coefficients.withUnsafeBufferPointer { coefficients in
                 let taps = horizontal.taps
                 for y in span {
                     let out = scratch + (y - span.lowerBound) * width
                     let row = source.row(y)
-                    var done = 0
-                    if let polyphase, polyphase.factor == 2 {
-                        done = Self.filterRowPolyphase16(row, into: out, polyphase: polyphase, taps: taps, scale: scale)
-                        Self.filterRange16(row, into: out, range: 0..<(2 * polyphase.interior.lowerBound), starts: starts.baseAddress!,
-                                           coefficients: coefficients.baseAddress!, fixedTaps: taps, scale: scale)
-                    }
-                    let rest = (2 * done)..<width
+                    if let blocks { Self.filterBlocks16(row, into: out, blocks: blocks) }
+                    let rest = blocked..<width
                     switch taps {
                     case 6: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: 6, scale: scale)
                     case 4: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: 4, scale: scale)
@@ -101,7 +110,7 @@ public struct PlaneResampler: Sendable {
                 }
             }
         }
-        let maxValue = Float(destination.maxValue)
+        let maxValue = destination.maxValue
         vertical.starts.withUnsafeBufferPointer { starts in
             vertical.coefficients.withUnsafeBufferPointer { coefficients in
                 let taps = vertical.taps
@@ -109,25 +118,53 @@ public struct PlaneResampler: Sendable {
                     let first = scratch + (Int(starts[y]) - span.lowerBound) * width
                     let weights = coefficients.baseAddress! + y * taps
                     let out = destination.row(y)
+                    let top = SIMD16<Int32>(repeating: Int32(maxValue)), zero = SIMD16<Int32>()
                     var x = 0
-                    while x + 16 <= width {
-                        var acc = SIMD16<Float>()
+                    while x < blocked {
+                        var even = SIMD16<Float>(), odd = SIMD16<Float>()
                         for k in 0..<taps {
-                            acc += UnsafeRawPointer(first + k * width + x).loadUnaligned(as: SIMD16<Float>.self)
-                                * SIMD16<Float>(repeating: Float(weights[k]) * scale)
+                            let w = SIMD16<Float>(repeating: Float(weights[k]) * scale)
+                            let p = UnsafeRawPointer(first + k * width + x)
+                            even.addProduct(p.loadUnaligned(as: SIMD16<Float>.self), w)
+                            odd.addProduct(p.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self), w)
                         }
-                        // Round with the 1.5·2^23 trick and clamp in integer lanes (the generic
-                        // rounding and clamping calls are slow; see shared SIMD notes).
-                        let clamped = pointwiseMin(pointwiseMax(acc, SIMD16(repeating: 0)), SIMD16(repeating: maxValue))
-                        let bits = unsafeBitCast(clamped + 12_582_912.0, to: SIMD16<Int32>.self) &- 0x4B40_0000
-                        UnsafeMutableRawPointer(out + x).storeBytes(of: SIMD16<UInt16>(truncatingIfNeeded: bits), as: SIMD16<UInt16>.self)
-                        x += 16
+                        // Round, clamp in integer lanes, pack the pairs (even sample in the low half).
+                        let e = minimum(maximum(exactInt(even), zero), top), o = minimum(maximum(exactInt(odd), zero), top)
+                        let pairs = unsafeBitCast(e | o &<< 16, to: SIMD16<UInt32>.self)
+                        UnsafeMutableRawPointer(out + x).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
+                        x += FilterBank.Blocks.size
                     }
                     while x < width {
                         var acc: Float = 0
                         for k in 0..<taps { acc += first[k * width + x] * (Float(weights[k]) * scale) }
-                        out[x] = UInt16(min(max(acc.rounded(), 0), maxValue))
+                        out[x] = UInt16(min(max(acc.rounded(), 0), Float(maxValue)))
                         x += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// The block horizontal pass for 16-bit rows in Float: 32 outputs per block, stored as
+    /// the 16 even outputs then the 16 odd ones (see `resample16`).
+    static func filterBlocks16(_ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>, blocks: FilterBank.Blocks) {
+        let window = blocks.window
+        blocks.floatWeights.withUnsafeBufferPointer { all in
+            blocks.starts.withUnsafeBufferPointer { starts in
+                blocks.offsets.withUnsafeBufferPointer { offsets in
+                    for b in 0..<blocks.count {
+                        let s = source + Int(starts[b])
+                        var w = UnsafeRawPointer(all.baseAddress! + Int(offsets[b]))
+                        var even = SIMD16<Float>(), odd = SIMD16<Float>()
+                        for j in 0..<window {
+                            let v = SIMD16<Float>(repeating: Float(s[j]))
+                            even.addProduct(w.loadUnaligned(as: SIMD16<Float>.self), v)
+                            odd.addProduct(w.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self), v)
+                            w += 128
+                        }
+                        let out = UnsafeMutableRawPointer(output + FilterBank.Blocks.size * b)
+                        out.storeBytes(of: even, as: SIMD16<Float>.self)
+                        out.storeBytes(of: odd, toByteOffset: 64, as: SIMD16<Float>.self)
                     }
                 }
             }
@@ -148,41 +185,36 @@ public struct PlaneResampler: Sendable {
         }
     }
 
-    /// 2x polyphase horizontal pass for 16-bit rows in Float, 16 input positions at a time;
-    /// returns the first input position it did not cover. Same scheme as the 8-bit pass.
-    @inline(__always)
-    static func filterRowPolyphase16(
-        _ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>,
-        polyphase: FilterBank.Polyphase, taps: Int, scale: Float
-    ) -> Int {
-        var i = polyphase.interior.lowerBound
-        let end = polyphase.interior.upperBound
-        polyphase.coefficients.withUnsafeBufferPointer { weights in
-            let even = polyphase.offsets[0], odd = polyphase.offsets[1]
-            while i + 16 <= end {
-                let e = phase16(source + i + even, weights.baseAddress!, taps: taps) * scale
-                let o = phase16(source + i + odd, weights.baseAddress! + taps, taps: taps) * scale
-                // Interleave through 64-bit lanes: the even value lands first (little-endian).
-                let pairs = SIMD16<UInt64>(truncatingIfNeeded: unsafeBitCast(e, to: SIMD16<UInt32>.self))
-                    | SIMD16<UInt64>(truncatingIfNeeded: unsafeBitCast(o, to: SIMD16<UInt32>.self)) &<< 32
-                UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt64>.self)
-                i += 16
+    /// Horizontal pass over the full blocks (see `FilterBank.Blocks`), 32 outputs per block,
+    /// in Float fused multiply-adds (twice the throughput of 32-bit integer multiplies).
+    /// Exact: weights Q14/256 have 8 fraction bits, so every product and partial sum (under
+    /// 2^16 in magnitude) fits Float's 24 bits; the result is `filterRange`'s value, rounded
+    /// the same way (half up: a 2^-10 start turns round-to-nearest-even's ties upward).
+    static func filterBlocks(_ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, blocks: FilterBank.Blocks) {
+        let window = blocks.window
+        blocks.eightBitWeights.withUnsafeBufferPointer { all in
+            blocks.starts.withUnsafeBufferPointer { starts in
+                blocks.offsets.withUnsafeBufferPointer { offsets in
+                    for b in 0..<blocks.count {
+                        let s = source + Int(starts[b])
+                        var w = UnsafeRawPointer(all.baseAddress! + Int(offsets[b]))
+                        var even = SIMD16<Float>(repeating: 1.0 / 1024), odd = even
+                        for j in 0..<window {
+                            let v = SIMD16<Float>(repeating: Float(s[j]))
+                            even.addProduct(w.loadUnaligned(as: SIMD16<Float>.self), v)
+                            odd.addProduct(w.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self), v)
+                            w += 128
+                        }
+                        // Round to nearest (the 1.5·2^23 trick), then Int16 pairs in 32-bit lanes,
+                        // the even output in the low half (little-endian).
+                        let e = unsafeBitCast(even + 12_582_912, to: SIMD16<UInt32>.self) &- 0x4B40_0000
+                        let o = unsafeBitCast(odd + 12_582_912, to: SIMD16<UInt32>.self) &- 0x4B40_0000
+                        let pairs = e & 0xFFFF | o &<< 16
+                        UnsafeMutableRawPointer(output + FilterBank.Blocks.size * b).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
+                    }
+                }
             }
         }
-        return i
-    }
-
-    /// Σ weight[k]·source[l + k] for 16 consecutive positions, in Float (samples converted
-    /// exactly with the 2^23 exponent trick, which avoids the slow generic conversion).
-    @inline(__always)
-    static func phase16(_ source: UnsafePointer<UInt16>, _ weights: UnsafePointer<Int16>, taps: Int) -> SIMD16<Float> {
-        var acc = SIMD16<Float>()
-        for k in 0..<taps {
-            let v = UnsafeRawPointer(source + k).loadUnaligned(as: SIMD16<UInt16>.self)
-            let f = unsafeBitCast(SIMD16<UInt32>(truncatingIfNeeded: v) | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
-            acc += f * SIMD16<Float>(repeating: Float(weights[k]))
-        }
-        return acc
     }
 
     /// Horizontal pass for outputs `range`: Q14 weights times 8-bit samples, kept as sample·64 in Int16.
@@ -246,11 +278,7 @@ public struct PlaneResampler: Sendable {
                         let quads = p0 | p1 &<< 16 | p2 &<< 32 | p3 &<< 48
                         UnsafeMutableRawPointer(output + 4 * i).storeBytes(of: quads, as: SIMD16<UInt64>.self)
                     default:
-                        for r in 0..<factor {
-                            let v = SIMD16<Int16>(truncatingIfNeeded: phase(source + i + offsets[r], weights.baseAddress! + r * taps, taps: taps))
-                            let out = output + factor * i + r
-                            for l in 0..<16 { out[l * factor] = v[l] }
-                        }
+                        preconditionFailure("polyphase is for 2x and 4x (other ratios use blocks)")
                     }
                     i += 16
                 }

@@ -78,7 +78,7 @@ public struct TemporalHold: Sendable {
     @inline(__always)
     static func step(_ frame: SIMD16<UInt32>, _ held: SIMD16<UInt32>, lo: Float, slope: Float) -> SIMD16<UInt32> {
         let f = float(frame)
-        return unsafeBitCast(rounded(f - lag(f - float(held), lo: lo, slope: slope)), to: SIMD16<UInt32>.self)
+        return unsafeBitCast(exactInt(f - lag(f - float(held), lo: lo, slope: slope)), to: SIMD16<UInt32>.self)
     }
 
     /// How far the held sample stays behind the frame, given their difference d = frame - held:
@@ -101,25 +101,7 @@ public struct TemporalHold: Sendable {
         return d < 0 ? -kept : kept
     }
 
-    @inline(__always)
-    private static func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
-        let negative = unsafeBitCast(v, to: SIMD16<UInt32>.self) &>> 31
-        return v * (1 - (unsafeBitCast(negative | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608))
-    }
-
-    /// Lanes below 2^23 as Float with the 2^23 exponent trick (the generic conversion is slow).
-    @inline(__always)
-    private static func float(_ v: SIMD16<UInt32>) -> SIMD16<Float> {
-        unsafeBitCast(v | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
-    }
-
-    /// Non-negative values below 2^22 to the nearest integer, ties to even (the 1.5·2^23 trick).
-    @inline(__always)
-    private static func rounded(_ v: SIMD16<Float>) -> SIMD16<Int32> {
-        unsafeBitCast(v + 12_582_912, to: SIMD16<Int32>.self) &- 0x4B40_0000
-    }
-
-    /// The scalar tail's rounding, the same as `rounded`'s.
+    /// The scalar tail's rounding, the same as `exactInt`'s.
     @inline(__always)
     private static func round(_ v: Float) -> Float {
         v.rounded(.toNearestOrEven)

@@ -87,4 +87,59 @@ final class ResamplerTests: XCTestCase {
             }
         }
     }
+
+    func testBlockMatricesHoldExactlyTheBanksWeights() throws {
+        let grids = [SampleGrid(lumaInput: 1440, lumaOutput: 3840), SampleGrid(lumaInput: 1280, lumaOutput: 3840),
+                     SampleGrid(lumaInput: 1280, lumaOutput: 7680), SampleGrid(lumaInput: 200, lumaOutput: 100),
+                     SampleGrid(lumaInput: 853, lumaOutput: 1706, subsampling: 2, siting: 0), SampleGrid(lumaInput: 40, lumaOutput: 97)]
+        for grid in grids {
+            let bank = FilterBank(grid: grid, kernel: .lanczos3)
+            let blocks = try XCTUnwrap(bank.blocks(), "\(grid)")
+            let size = FilterBank.Blocks.size
+            XCTAssertEqual(blocks.count, bank.outputSize / size)
+            for b in 0..<blocks.count {
+                let start = Int(blocks.starts[b]), matrix = Int(blocks.offsets[b])
+                XCTAssertGreaterThanOrEqual(start, 0)
+                XCTAssertLessThanOrEqual(start + blocks.window, bank.inputSize)
+                for x in (b * size)..<((b + 1) * size) {
+                    let lane = (x - b * size) / 2 + (x % 2) * size / 2
+                    for j in 0..<blocks.window {
+                        let k = start + j - Int(bank.starts[x])
+                        let expected = (0..<bank.taps).contains(k) ? Int32(bank.coefficients[x * bank.taps + k]) : 0
+                        XCTAssertEqual(blocks.weights[matrix + j * size + lane], expected, "\(grid) output \(x) input \(start + j)")
+                        XCTAssertEqual(blocks.floatWeights[matrix + j * size + lane], Float(expected) / Float(FilterBank.one))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The 8-bit path's blocks compute in Float; the claim is that they give exactly the
+    /// fixed-point result: Q14 horizontal taps rounded half up to sample·64, Q14 vertical
+    /// taps rounded half up, clamped. Checked bit for bit on a real photo at ratios that use them.
+    func testEightBitBlocksGiveTheFixedPointResultExactly() throws {
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        for (w, h) in [(427, 320), (480, 360), (960, 720), (100, 75)] {
+            let h1 = FilterBank(grid: SampleGrid(lumaInput: photo.width, lumaOutput: w), kernel: .lanczos3)
+            let v1 = FilterBank(grid: SampleGrid(lumaInput: photo.height, lumaOutput: h), kernel: .lanczos3)
+            XCTAssertNotNil(h1.blocks(), "\(w)x\(h) uses blocks")
+            var rows = [Int](repeating: 0, count: w * photo.height)
+            for y in 0..<photo.height {
+                for x in 0..<w {
+                    var acc = 128
+                    for k in 0..<h1.taps { acc += Int(h1.coefficients[x * h1.taps + k]) * Int(photo[Int(h1.starts[x]) + k, y]) }
+                    rows[y * w + x] = Int(Int16(truncatingIfNeeded: acc >> 8))
+                }
+            }
+            var expected = [UInt8](repeating: 0, count: w * h)
+            for y in 0..<h {
+                for x in 0..<w {
+                    var acc = 1 << 19
+                    for k in 0..<v1.taps { acc += Int(v1.coefficients[y * v1.taps + k]) * rows[(Int(v1.starts[y]) + k) * w + x] }
+                    expected[y * w + x] = UInt8(min(max(acc >> 20, 0), 255))
+                }
+            }
+            XCTAssertTrue(scale(photo, to: (w, h), threads: 2).samples == expected, "\(w)x\(h)")
+        }
+    }
 }

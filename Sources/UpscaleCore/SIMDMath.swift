@@ -1,0 +1,50 @@
+/// Vector helpers for the core's hot loops, written with bit operations because the
+/// standard library's versions are not inlined on this toolchain: a call returns a
+/// SIMD16 through four xmm registers and keeps the code around it 128 bits wide
+/// (pointwiseMin/Max, Float ↔ integer conversions, lane narrowing and widening).
+
+/// Lane minimum and maximum of integers whose difference fits in Int32. Written out because
+/// the standard library's pointwiseMin/Max are not inlined here, and a call splits the
+/// vectors into xmm registers (and keeps the code around it 4 lanes wide).
+@inline(__always)
+func minimum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
+    let d = a &- b
+    return b &+ (d & (d &>> 31))
+}
+
+@inline(__always)
+func maximum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
+    let d = a &- b
+    return a &- (d & (d &>> 31))
+}
+
+/// max(v, 0) without a lane-by-lane select.
+@inline(__always)
+func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    v * step(v)
+}
+
+/// 1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
+@inline(__always)
+func step(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    1 - signBit(v)
+}
+
+/// 1 where v's sign bit is set, else 0 (no per-lane selects).
+@inline(__always)
+func signBit(_ v: SIMD16<Float>) -> SIMD16<Float> {
+    let bit = unsafeBitCast(v, to: SIMD16<UInt32>.self) &>> 31
+    return unsafeBitCast(bit | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
+}
+
+/// Values in -2^22..<2^22 rounded to the nearest integer (ties to even) as Int32 (the 1.5·2^23 trick).
+@inline(__always)
+func exactInt(_ v: SIMD16<Float>) -> SIMD16<Int32> {
+    unsafeBitCast(v + 12_582_912, to: SIMD16<Int32>.self) &- 0x4B40_0000
+}
+
+/// Non-negative 16-bit lanes (below 2^23) as Float, the 2^23 exponent trick.
+@inline(__always)
+func float(_ v: SIMD16<UInt32>) -> SIMD16<Float> {
+    unsafeBitCast(v | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
+}
