@@ -41,6 +41,7 @@ public struct PlaneResampler: Sendable {
 
     /// Resamples output rows of band `band` of `destination` from `source`.
     /// `scratch` must hold `scratchCount` elements and belong to the calling worker.
+    @inline(__always)
     public func resample(band: Int, from source: Plane, into destination: Plane, scratch: UnsafeMutablePointer<Int16>) {
         let rows = self.rows(band: band)
         let span = vertical.inputSpan(of: rows)
@@ -88,6 +89,7 @@ public struct PlaneResampler: Sendable {
     /// clamped to `0...maxValue`. With block matrices, the intermediates of each full block
     /// of 32 outputs are stored as its 16 even outputs, then its 16 odd ones; the vertical
     /// pass then packs the two halves into 32 samples in order as 16-bit pairs.
+    @inline(__always)
     public func resample16(band: Int, from source: Plane16, into destination: Plane16, scratch: UnsafeMutablePointer<Float>) {
         let rows = self.rows(band: band)
         let span = vertical.inputSpan(of: rows)
