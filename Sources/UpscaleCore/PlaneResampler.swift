@@ -10,7 +10,7 @@ public struct PlaneResampler: Sendable {
     public let scratchCount: Int
     let polyphase: FilterBank.Polyphase?
     /// Dense block matrices for the horizontal pass: every 16-bit pass, and 8-bit ratios
-    /// other than 2x and 4x (which have a polyphase form, cheaper at 2x).
+    /// other than 2x (whose polyphase form is cheaper).
     let blocks: FilterBank.Blocks?
 
     public init(horizontal: FilterBank, vertical: FilterBank, bandHeight: Int) {
@@ -29,8 +29,8 @@ public struct PlaneResampler: Sendable {
         blocks = horizontal.blocks()
     }
 
-    /// Whether the 8-bit horizontal pass uses the polyphase form (2x and 4x).
-    private var eightBitPolyphase: Bool { polyphase.map { $0.factor == 2 || $0.factor == 4 } ?? false }
+    /// Whether the 8-bit horizontal pass uses the polyphase form (2x only).
+    private var eightBitPolyphase: Bool { polyphase.map { $0.factor == 2 } ?? false }
 
     public var bandCount: Int { (vertical.outputSize + bandHeight - 1) / bandHeight }
 
@@ -250,40 +250,27 @@ public struct PlaneResampler: Sendable {
         }
     }
 
-    /// Horizontal pass over the polyphase interior, 16 input positions at a time: each
-    /// phase is a plain convolution of contiguous input, so every tap is one vector load
-    /// and one multiply-add; the phases are then interleaved into output order.
-    /// Returns the first input position it did not cover.
+    /// 2x horizontal pass over the polyphase interior, 16 input positions at a time: each
+    /// phase is a plain convolution of contiguous input, so every tap is one vector load and
+    /// one multiply-add; the two phases are then interleaved into output order as Int16
+    /// pairs. Other ratios use `filterBlocks`. Returns the first input position it did not cover.
     @inline(__always)
     static func filterRowPolyphase(
         _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
         polyphase: FilterBank.Polyphase, taps: Int
     ) -> Int {
-        let factor = polyphase.factor
+        precondition(polyphase.factor == 2, "the polyphase pass is for 2x")
         var i = polyphase.interior.lowerBound
         let end = polyphase.interior.upperBound
+        let evenOffset = polyphase.offsets[0], oddOffset = polyphase.offsets[1]
         polyphase.coefficients.withUnsafeBufferPointer { weights in
-            polyphase.offsets.withUnsafeBufferPointer { offsets in
-                while i + 16 <= end {
-                    switch factor {
-                    case 2:
-                        let even = phase(source + i + offsets[0], weights.baseAddress!, taps: taps)
-                        let odd = phase(source + i + offsets[1], weights.baseAddress! + taps, taps: taps)
-                        // Little-endian: the low half of each 32-bit lane lands first.
-                        let pairs = SIMD16<UInt32>(truncatingIfNeeded: even) & 0xFFFF | SIMD16<UInt32>(truncatingIfNeeded: odd) &<< 16
-                        UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
-                    case 4:
-                        let p0 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[0], weights.baseAddress!, taps: taps)) & 0xFFFF
-                        let p1 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[1], weights.baseAddress! + taps, taps: taps)) & 0xFFFF
-                        let p2 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[2], weights.baseAddress! + 2 * taps, taps: taps)) & 0xFFFF
-                        let p3 = SIMD16<UInt64>(truncatingIfNeeded: phase(source + i + offsets[3], weights.baseAddress! + 3 * taps, taps: taps)) & 0xFFFF
-                        let quads = p0 | p1 &<< 16 | p2 &<< 32 | p3 &<< 48
-                        UnsafeMutableRawPointer(output + 4 * i).storeBytes(of: quads, as: SIMD16<UInt64>.self)
-                    default:
-                        preconditionFailure("polyphase is for 2x and 4x (other ratios use blocks)")
-                    }
-                    i += 16
-                }
+            while i + 16 <= end {
+                let even = phase(source + i + evenOffset, weights.baseAddress!, taps: taps)
+                let odd = phase(source + i + oddOffset, weights.baseAddress! + taps, taps: taps)
+                // Little-endian: the low half of each 32-bit lane lands first.
+                let pairs = unsafeBitCast(even, to: SIMD16<UInt32>.self) & 0xFFFF | unsafeBitCast(odd, to: SIMD16<UInt32>.self) &<< 16
+                UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
+                i += 16
             }
         }
         return i
@@ -313,38 +300,21 @@ public struct PlaneResampler: Sendable {
         }
     }
 
-    /// 16 outputs per step in two SIMD8<Int32> accumulators.
+    /// A plain loop over the row, left to LLVM's loop vectorizer: it compiles to full-width
+    /// vectors (sign extension, multiply-adds, saturating narrowing) in every calling context.
+    /// Hand-written SIMD8/SIMD16 code here compiled well inlined into one caller and to
+    /// 128/256-bit pieces in the worker threads' copy (2 threads ran at 1.4x one).
     @inline(__always)
     static func combineRows(
         _ first: UnsafePointer<Int16>, rowStride: Int, fixedTaps taps: Int, weights: UnsafePointer<Int16>,
         into output: UnsafeMutablePointer<UInt8>, count: Int
     ) {
-        let rounding: Int32 = 1 << 19
-        var x = 0
-        while x + 16 <= count {
-            var lo = SIMD8<Int32>(repeating: rounding)
-            var hi = SIMD8<Int32>(repeating: rounding)
-            for k in 0..<taps {
-                let v = UnsafeRawPointer(first + k * rowStride + x).loadUnaligned(as: SIMD16<Int16>.self)
-                let w = SIMD8<Int32>(repeating: Int32(weights[k]))
-                lo &+= SIMD8<Int32>(truncatingIfNeeded: v.lowHalf) &* w
-                hi &+= SIMD8<Int32>(truncatingIfNeeded: v.highHalf) &* w
-            }
-            let zero = SIMD8<Int32>(repeating: 0), max = SIMD8<Int32>(repeating: 255)
-            lo = pointwiseMin(pointwiseMax(lo &>> 20, zero), max)
-            hi = pointwiseMin(pointwiseMax(hi &>> 20, zero), max)
-            let packed = SIMD16<UInt8>(
-                lowHalf: SIMD8<UInt8>(truncatingIfNeeded: lo), highHalf: SIMD8<UInt8>(truncatingIfNeeded: hi))
-            UnsafeMutableRawPointer(output + x).storeBytes(of: packed, as: SIMD16<UInt8>.self)
-            x += 16
-        }
-        while x < count {
-            var acc = rounding
+        for x in 0..<count {
+            var acc: Int32 = 1 << 19
             for k in 0..<taps {
                 acc &+= Int32(weights[k]) &* Int32(first[k * rowStride + x])
             }
             output[x] = UInt8(clamping: acc &>> 20)
-            x += 1
         }
     }
 }
