@@ -19,6 +19,8 @@ struct PhotoQuality: Codable {
 struct QualityReport: Codable {
     let scale: Int
     let downscale: String
+    /// "Y" (luma) or "RGB".
+    let planes: String
     let photos: [PhotoQuality]
     let mean: [QualityResult]
 }
@@ -26,7 +28,7 @@ struct QualityReport: Codable {
 extension QualityReport {
     func table() -> String {
         let names = mean.map(\.method)
-        var lines = ["quality: x\(scale), \(downscale) downscale, \(photos.count) photo(s), PSNR-Y dB / SSIM, border \(2 * scale)",
+        var lines = ["quality: x\(scale), \(downscale) downscale, \(photos.count) photo(s), PSNR-\(planes) dB / SSIM, border \(2 * scale)",
                      "| photo | " + names.joined(separator: " | ") + " |",
                      "| --- |" + String(repeating: " ---: |", count: names.count)]
         for p in photos {
@@ -45,6 +47,8 @@ struct QualityBench: ParsableCommand {
     @Option(help: "Integer scale factor S.") var scale = 2
     @Option(help: "How the low-resolution input is made: lanczos3 (the protocol) or box (a second degradation).")
     var downscale = "lanczos3"
+    @Flag(help: "Colour: every sRGB plane is degraded and upscaled (refined as an .rgb frame); PSNR of the three planes' mean squared error, SSIM their mean.")
+    var rgb = false
     @Flag(help: "Print one JSON object instead of tables.") var json = false
     @Argument(help: "Photos (default: the photos in Tests/Fixtures).") var photos: [String] = []
 
@@ -64,19 +68,34 @@ struct QualityBench: ParsableCommand {
         guard !paths.isEmpty else { throw ValidationError("no photos given and none found in Tests/Fixtures") }
         var perPhoto: [PhotoQuality] = []
         for path in paths {
-            let full = try ImagePlanes.loadLuma(path)
             let unit = 2 * scale
-            let hr = ImageMetrics.crop(full, width: full.width / unit * unit, height: full.height / unit * unit)
-            let lr = downscale == "box" ? try ImagePlanes.shrinkBox(hr, factor: scale)
-                : try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(scale))
-            guard lr.width * scale == hr.width, lr.height * scale == hr.height else {
-                throw ValidationError("libvips made \(lr.width)x\(lr.height) from \(hr.width)x\(hr.height)")
+            let planes: [Plane] = rgb ? try ImagePlanes.loadRGB(path).planes : [try ImagePlanes.loadLuma(path)]
+            var hrs: [Plane] = [], lrs: [Plane] = []
+            for full in planes {
+                let hr = ImageMetrics.crop(full, width: full.width / unit * unit, height: full.height / unit * unit)
+                let lr = downscale == "box" ? try ImagePlanes.shrinkBox(hr, factor: scale)
+                    : try ImagePlanes.resizeLanczos3(hr, scale: 1 / Double(scale))
+                guard lr.width * scale == hr.width, lr.height * scale == hr.height else {
+                    throw ValidationError("libvips made \(lr.width)x\(lr.height) from \(hr.width)x\(hr.height)")
+                }
+                hrs.append(hr)
+                lrs.append(lr)
             }
+            let from = (lrs[0].width, lrs[0].height), to = (hrs[0].width, hrs[0].height)
             var results: [QualityResult] = []
-            for (name, upscale) in try methods(from: (lr.width, lr.height), to: (hr.width, hr.height)) {
-                let out = try upscale(lr)
-                results.append(QualityResult(method: name, psnr: ImageMetrics.psnr(hr, out, border: unit),
-                                             ssim: ImageMetrics.ssim(hr, out, border: unit)))
+            for (name, upscale) in try methods(from: from, to: to) {
+                var outs: [Plane]
+                if rgb, name == "upscale-refined" {
+                    // The colour path itself: one .rgb frame, every colour plane refined.
+                    let scaler = FrameScaler(input: from, output: to, layout: .rgb, kernel: .lanczos3, threads: 2,
+                                             refiner: EdgeRefiner.trained(input: from, output: to))
+                    outs = scaler.scale(Frame(width: from.0, height: from.1, layout: .rgb, planes: lrs)).planes
+                } else {
+                    outs = try lrs.map(upscale)
+                }
+                let mse = zip(hrs, outs).map { ImageMetrics.meanSquaredError($0, $1, border: unit) }.reduce(0, +) / Double(hrs.count)
+                let ssim = zip(hrs, outs).map { ImageMetrics.ssim($0, $1, border: unit) }.reduce(0, +) / Double(hrs.count)
+                results.append(QualityResult(method: name, psnr: ImageMetrics.psnr(mse: mse), ssim: ssim))
             }
             perPhoto.append(PhotoQuality(photo: URL(fileURLWithPath: path).lastPathComponent, results: results))
         }
@@ -86,7 +105,7 @@ struct QualityBench: ParsableCommand {
                           psnr: perPhoto.map { $0.results[index].psnr }.reduce(0, +) / Double(perPhoto.count),
                           ssim: perPhoto.map { $0.results[index].ssim }.reduce(0, +) / Double(perPhoto.count))
         }
-        return QualityReport(scale: scale, downscale: downscale, photos: perPhoto, mean: mean)
+        return QualityReport(scale: scale, downscale: downscale, planes: rgb ? "RGB" : "Y", photos: perPhoto, mean: mean)
     }
 
     private func methods(from: (Int, Int), to: (Int, Int)) throws -> [(String, (Plane) throws -> Plane)] {

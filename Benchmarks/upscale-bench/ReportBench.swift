@@ -26,6 +26,7 @@ struct ReportBench: ParsableCommand {
         let quality3 = try QualityBench.parse(["--scale", "3"]).measure()
         let quality4 = try QualityBench.parse(["--scale", "4"]).measure()
         let qualityBox = try QualityBench.parse(["--downscale", "box"]).measure()
+        let qualityRGB = try QualityBench.parse(["--rgb"]).measure()
         print("temporal…")
         let temporal = try TemporalBench.parse([]).measure()
         let temporalStrict = try TemporalBench.parse(["--radius", "3"]).measure()
@@ -42,6 +43,7 @@ struct ReportBench: ParsableCommand {
                   mosaic.table(), "", Self.share(mosaic),
                   "## Quality (protocol of shared/notes/peers.md on the photos in Tests/Fixtures)", "",
                   quality2.table(), "", quality3.table(), "", quality4.table(), "", qualityBox.table(), "",
+                  "Colour (sRGB planes, each degraded and upscaled; refined as one `.rgb` frame):", "", qualityRGB.table(), "",
                   "## Temporal stability (mean |Y(t) − Y(t−1)| on the sample clip's static background, 2x, 30 frames)", "",
                   "Static: the input sample under the pixel changed by at most 2 levels; strict: every input sample within 3 did. "
                   + "`upscale-refined` is the video path (refinement reads the temporally held luma); `upscale-refined-per-frame` refines each frame on its own, as for stills. "

@@ -7,8 +7,29 @@ public enum ChromaLayout: Sendable, Equatable {
     case yuv422
     case yuv444
     case gray
+    /// Planar RGB (stills): three full-size colour planes, treated alike, so in any order
+    /// (R, G, B as libvips gives them, or FFmpeg's G, B, R).
+    case rgb
+    /// Planar RGB and alpha last. Colour planes are scaled independently of alpha: give them
+    /// premultiplied where transparent edges matter.
+    case rgba
 
-    public var planeCount: Int { self == .gray ? 1 : 3 }
+    public var planeCount: Int {
+        switch self {
+        case .gray: return 1
+        case .yuv420, .yuv422, .yuv444, .rgb: return 3
+        case .rgba: return 4
+        }
+    }
+
+    /// The planes the edge refinement works on: luma, or each colour channel (never alpha,
+    /// never chroma).
+    public var detailPlanes: Range<Int> {
+        switch self {
+        case .rgb, .rgba: return 0..<3
+        case .yuv420, .yuv422, .yuv444, .gray: return 0..<1
+        }
+    }
 
     /// Horizontal and vertical subsampling of plane `index` (1 or 2).
     public func subsampling(plane index: Int) -> (x: Int, y: Int) {
@@ -16,7 +37,7 @@ public enum ChromaLayout: Sendable, Equatable {
         switch self {
         case .yuv420: return (2, 2)
         case .yuv422: return (2, 1)
-        case .yuv444, .gray: return (1, 1)
+        case .yuv444, .gray, .rgb, .rgba: return (1, 1)
         }
     }
 
@@ -25,7 +46,7 @@ public enum ChromaLayout: Sendable, Equatable {
         guard index > 0 else { return (0, 0) }
         switch self {
         case .yuv420: return (0, 0.5)
-        case .yuv422, .yuv444, .gray: return (0, 0)
+        case .yuv422, .yuv444, .gray, .rgb, .rgba: return (0, 0)
         }
     }
 
@@ -36,7 +57,8 @@ public enum ChromaLayout: Sendable, Equatable {
     }
 }
 
-/// A picture as planes: luma first, then Cb and Cr when the layout has them.
+/// A picture as planes: luma first, then Cb and Cr when the layout has them (the colour
+/// planes, then alpha, for the RGB layouts).
 public struct Frame: Sendable {
     public let width: Int
     public let height: Int

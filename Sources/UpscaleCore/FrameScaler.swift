@@ -13,7 +13,8 @@ public final class FrameScaler: @unchecked Sendable {
     let resamplers: [PlaneResampler]
     let tasks: [(plane: Int, band: Int)]
     let scratch: [UnsafeMutablePointer<Int16>]
-    /// Applied to luma after Lanczos when its ratio is the scale's; nil for plain resampling.
+    /// Applied after Lanczos to the layout's detail planes (luma, or each RGB colour plane)
+    /// when its ratio is the scale's; nil for plain resampling.
     public let refiner: EdgeRefiner?
     private let refinerScratch: [EdgeRefiner.Scratch]
     /// For video: the refinement reads a luma copy held steady across frames where the
@@ -53,7 +54,8 @@ public final class FrameScaler: @unchecked Sendable {
         self.resamplers = resamplers
         tasks = resamplers.enumerated().flatMap { plane, r in (0..<r.bandCount).map { (plane, $0) } }
         self.refiner = refines ? refiner : nil
-        self.hold = refines ? hold : nil
+        // Video is luma/chroma: the hold is for the luma plane only.
+        self.hold = refines && layout.detailPlanes == 0..<1 ? hold : nil
         refinerScratch = refines ? (0..<scheduler.threads).map { _ in EdgeRefiner.Scratch(width: input.width) } : []
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
@@ -103,9 +105,9 @@ public final class FrameScaler: @unchecked Sendable {
             let (plane, band) = tasks[task]
             resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
                                          scratch: floatScratch[worker])
-            if plane == 0, let refiner {
-                refiner.refine(luma, into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
-                               scratch: refinerScratch[worker])
+            if let refiner, layout.detailPlanes.contains(plane) {
+                refiner.refine(plane == 0 ? luma : source.planes[plane], into: destination.planes[plane],
+                               rows: inputRows(band: band, ratio: refiner.ratio), scratch: refinerScratch[worker])
             }
         }
     }
@@ -132,8 +134,8 @@ public final class FrameScaler: @unchecked Sendable {
         return out
     }
 
-    /// The luma input rows a band's output rows come from at an integer ratio (bands start on
-    /// multiples of it when refining).
+    /// The input rows a detail-plane band's output rows come from at an integer ratio (bands
+    /// start on multiples of it when refining; detail planes are all full size).
     private func inputRows(band: Int, ratio: Int) -> Range<Int> {
         let rows = resamplers[0].rows(band: band)
         return (rows.lowerBound / ratio)..<(rows.upperBound / ratio)
@@ -165,10 +167,10 @@ public final class FrameScaler: @unchecked Sendable {
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
-            if plane == 0, let refiner {
+            if let refiner, layout.detailPlanes.contains(plane) {
                 // The band's Lanczos rows are done; refine them from the input rows they came from.
-                refiner.refine(luma, into: destination.planes[0], rows: inputRows(band: band, ratio: refiner.ratio),
-                               scratch: refinerScratch[worker])
+                refiner.refine(plane == 0 ? luma : source.planes[plane], into: destination.planes[plane],
+                               rows: inputRows(band: band, ratio: refiner.ratio), scratch: refinerScratch[worker])
             }
         }
     }

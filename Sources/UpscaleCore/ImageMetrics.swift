@@ -5,6 +5,17 @@ import Foundation
 public enum ImageMetrics {
     /// Peak signal-to-noise ratio in dB (peak 255); infinity for identical planes.
     public static func psnr(_ a: Plane, _ b: Plane, border: Int = 0) -> Double {
+        psnr(mse: meanSquaredError(a, b, border: border))
+    }
+
+    /// Peak signal-to-noise ratio in dB (peak 255) of a mean squared error; infinity for 0.
+    /// For several planes (RGB), give the mean of their errors.
+    public static func psnr(mse: Double) -> Double {
+        mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
+    }
+
+    /// Mean squared difference of the samples inside the border.
+    public static func meanSquaredError(_ a: Plane, _ b: Plane, border: Int = 0) -> Double {
         precondition(a.width == b.width && a.height == b.height, "planes differ in size")
         let xs = border..<(a.width - border), ys = border..<(a.height - border)
         precondition(!xs.isEmpty && !ys.isEmpty, "border leaves nothing to compare")
@@ -18,8 +29,7 @@ public enum ImageMetrics {
             }
             sum += Double(rowSum)
         }
-        let mse = sum / Double(xs.count * ys.count)
-        return mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
+        return sum / Double(xs.count * ys.count)
     }
 
     /// Mean structural similarity (Wang et al. 2004): 11x11 Gaussian window with σ = 1.5,

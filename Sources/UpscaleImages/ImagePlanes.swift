@@ -24,24 +24,42 @@ public enum ImagePlanes {
     /// The luma (Rec. 601 weights, as libvips' `b-w` colourspace) of a photo, as an 8-bit plane,
     /// after applying its EXIF orientation.
     public static func loadLuma(_ path: String) throws -> Plane {
-        guard started else { throw ImageError(message: "libvips failed to start") }
+        try loadBands(path, space: VIPS_INTERPRETATION_B_W, count: 1)[0]
+    }
+
+    /// A photo as planar 8-bit sRGB (`.rgb` frame: R, G, B planes), after applying its EXIF
+    /// orientation; alpha, if any, is dropped.
+    public static func loadRGB(_ path: String) throws -> Frame {
+        let planes = try loadBands(path, space: VIPS_INTERPRETATION_sRGB, count: 3)
+        return Frame(width: planes[0].width, height: planes[0].height, layout: .rgb, planes: planes)
+    }
+
+    /// The first `count` bands of a photo in colourspace `space`, oriented, as 8-bit planes.
+    private static func loadBands(_ path: String, space: VipsInterpretation, count: Int) throws -> [Plane] {
+        try start()
         guard let image = upscale_vips_load(path) else { throw failure("cannot load '\(path)'") }
         defer { upscale_vips_unref(image) }
         var rotated: UnsafeMutablePointer<VipsImage>?
         guard upscale_vips_autorot(image, &rotated) == 0, let rotated else { throw failure("cannot orient '\(path)'") }
         defer { upscale_vips_unref(rotated) }
-        var gray: UnsafeMutablePointer<VipsImage>?
-        guard upscale_vips_colourspace(rotated, &gray, VIPS_INTERPRETATION_B_W) == 0, let gray else {
-            throw failure("cannot convert '\(path)' to grey")
+        var converted: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_colourspace(rotated, &converted, space) == 0, let converted else {
+            throw failure("cannot convert the colours of '\(path)'")
         }
-        defer { upscale_vips_unref(gray) }
-        var band: UnsafeMutablePointer<VipsImage>?
-        guard upscale_vips_extract_band(gray, &band, 0) == 0, let band else { throw failure("cannot read '\(path)'") }
-        defer { upscale_vips_unref(band) }
-        var bytes: UnsafeMutablePointer<VipsImage>?
-        guard upscale_vips_cast_uchar(band, &bytes) == 0, let bytes else { throw failure("cannot read '\(path)'") }
-        defer { upscale_vips_unref(bytes) }
-        return try plane(from: bytes)
+        defer { upscale_vips_unref(converted) }
+        // Decoded once into memory: the file is opened for one sequential read, and each band
+        // would otherwise read it again.
+        guard let decoded = vips_image_copy_memory(converted) else { throw failure("cannot decode '\(path)'") }
+        defer { upscale_vips_unref(decoded) }
+        return try (0..<count).map { index in
+            var band: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_extract_band(decoded, &band, Int32(index)) == 0, let band else { throw failure("cannot read '\(path)'") }
+            defer { upscale_vips_unref(band) }
+            var bytes: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_cast_uchar(band, &bytes) == 0, let bytes else { throw failure("cannot read '\(path)'") }
+            defer { upscale_vips_unref(bytes) }
+            return try plane(from: bytes)
+        }
     }
 
     /// Shrinks a plane by an integer `factor` with libvips' box filter (`shrink`): each output

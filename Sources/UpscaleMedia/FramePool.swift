@@ -41,6 +41,8 @@ extension ChromaLayout {
         case .yuv420, .gray: return AV_PIX_FMT_YUV420P10LE
         case .yuv422: return AV_PIX_FMT_YUV422P10LE
         case .yuv444: return AV_PIX_FMT_YUV444P10LE
+        case .rgb: return AV_PIX_FMT_GBRP10LE
+        case .rgba: return AV_PIX_FMT_GBRAP10LE
         }
     }
 }

@@ -58,4 +58,30 @@ final class QualityProtocolTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(gains.reduce(0, +) / Double(gains.count), minimum, "x\(scale) mean PSNR gain \(gains)")
         }
     }
+
+    func testColourPhotosAreRefinedPlaneByPlane() throws {
+        // sRGB planes of real photos, each degraded like the protocol's luma, upscaled 2x as one
+        // .rgb frame: every colour plane gains, and the mean gain over the RGB error is the
+        // luma test's 0.15 dB (measured 0.29 dB on these three).
+        var plainError = 0.0, refinedError = 0.0
+        for photo in ["baboon.jpg", "butterfly.jpg", "fruits.jpg"] {
+            let full = try ImagePlanes.loadRGB(Fixtures.path(photo))
+            XCTAssertEqual(full.layout, .rgb)
+            let hr = full.planes.map { ImageMetrics.crop($0, width: $0.width / 4 * 4, height: $0.height / 4 * 4) }
+            let lr = try hr.map { try ImagePlanes.resizeLanczos3($0, scale: 0.5) }
+            let from = (lr[0].width, lr[0].height), to = (hr[0].width, hr[0].height)
+            let frame = Frame(width: from.0, height: from.1, layout: .rgb, planes: lr)
+            let plain = FrameScaler(input: from, output: to, layout: .rgb, threads: 2).scale(frame)
+            let refined = FrameScaler(input: from, output: to, layout: .rgb, threads: 2, refiner: .x2).scale(frame)
+            for c in 0..<3 {
+                let p = ImageMetrics.meanSquaredError(hr[c], plain.planes[c], border: 4)
+                let r = ImageMetrics.meanSquaredError(hr[c], refined.planes[c], border: 4)
+                XCTAssertLessThan(r, p, "\(photo) plane \(c)")
+                plainError += p
+                refinedError += r
+            }
+        }
+        let gain = ImageMetrics.psnr(mse: refinedError / 9) - ImageMetrics.psnr(mse: plainError / 9)
+        XCTAssertGreaterThanOrEqual(gain, 0.15, "RGB PSNR gain")
+    }
 }
