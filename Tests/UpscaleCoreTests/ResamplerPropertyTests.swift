@@ -13,7 +13,7 @@ final class ResamplerPropertyTests: XCTestCase {
         for w in 1...67 {
             for h in 1...9 {
                 let plane = TestImages.noise(width: w, height: h, seed: UInt32(w * 13 + h))
-                for size in [(2 * w, 2 * h), (3 * w, h), (max(1, w * 8 / 3), max(1, h * 8 / 3)), (max(1, w / 2), max(1, (h + 1) / 2))] {
+                for size in [(2 * w, 2 * h), (3 * w, h), (4 * w, 4 * h), (6 * w, 2 * h), (max(1, w * 8 / 3), max(1, h * 8 / 3)), (max(1, w / 2), max(1, (h + 1) / 2))] {
                     let ours = scale(plane, to: size).samples
                     let reference = ReferenceResampler.resample(
                         plane, horizontal: SampleGrid(lumaInput: w, lumaOutput: size.0),
