@@ -79,7 +79,7 @@ public final class Transcoder {
         let hdr = job.encoder.codec == .hevc ? try HDRMetadata.firstFrame(of: job.input) : nil
         var encoder: VideoEncoder?
         var lastError: Error?
-        for name in job.encoder.encoderCandidates(tenBit: tenBit) {
+        for name in job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil) {
             do {
                 encoder = try VideoEncoder(
                     settings: job.encoder, width: job.width, height: job.height,

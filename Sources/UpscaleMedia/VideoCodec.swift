@@ -1,3 +1,5 @@
+import UpscaleCore
+
 /// The output video codecs the tool writes, with their defaults.
 public enum VideoCodec: String, Sendable, CaseIterable {
     case hevc, h264, prores, ffv1
@@ -54,7 +56,8 @@ public struct EncoderSettings: Sendable, Equatable {
     public var preset: String?
     /// Encoder threads; nil lets the encoder decide.
     public var threads: Int?
-    /// For HEVC: a named FFmpeg encoder, or nil for `auto` (a hardware encoder that opens, else libx265).
+    /// For HEVC: a named FFmpeg encoder, or nil for `auto` (a hardware encoder that opens, else libx265;
+    /// see `encoderCandidates`).
     public var hevcEncoder: String?
 
     public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil, hevcEncoder: String? = nil) {
@@ -68,13 +71,16 @@ public struct EncoderSettings: Sendable, Equatable {
     /// The HEVC encoders `--encoder` accepts.
     public static let hevcEncoders = ["libx265", "hevc_nvenc", "hevc_vaapi", "hevc_qsv"]
 
-    /// FFmpeg encoders to try, in order: the named one, or for `auto` NVENC (it takes frames
-    /// from system memory) before libx265. VAAPI and QSV need a device's frame pool and are
-    /// only tried when named.
-    func encoderCandidates(tenBit: Bool) -> [String] {
+    /// FFmpeg encoders to try, in order: the named one, or for `auto` the hardware HEVC
+    /// encoders (NVENC, Quick Sync, VAAPI: the first that opens) before libx265. `auto` keeps
+    /// libx265 where hardware would lose something: HDR10 sources (x265 writes the mastering
+    /// display and light level SEI; the hardware encoders of this FFmpeg do not) and 10-bit
+    /// 4:2:2/4:4:4 (they encode 4:2:0 only).
+    public func encoderCandidates(tenBit: Bool, layout: ChromaLayout = .yuv420, hdr: Bool = false) -> [String] {
         guard codec == .hevc else { return [codec.encoderName] }
         if let hevcEncoder { return [hevcEncoder] }
-        return tenBit ? ["libx265"] : ["hevc_nvenc", "libx265"]
+        let hardwareFits = !hdr && (!tenBit || layout == .yuv420)
+        return hardwareFits ? ["hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libx265"] : ["libx265"]
     }
 }
 

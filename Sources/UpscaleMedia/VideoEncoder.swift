@@ -19,6 +19,10 @@ final class VideoEncoder {
     /// Chroma layout of 10-bit pictures (8-bit ones are 4:2:0).
     let layout: ChromaLayout
     private var inputFormat: AVPixelFormat { tenBit ? layout.tenBitFormat : AV_PIX_FMT_YUV420P }
+    /// VAAPI only: the device's pool of frames that converted pictures are uploaded into.
+    private var hardwareFrames: UnsafeMutablePointer<AVBufferRef>?
+    /// The format pictures are converted to in system memory (for VAAPI, the pool's format).
+    private var softwareFormat = AV_PIX_FMT_NONE
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
          color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
@@ -55,12 +59,29 @@ final class VideoEncoder {
         let priv = ctx.pointee.priv_data
         switch settings.codec {
         case .hevc where name != "libx265":
-            // Hardware HEVC: constant-quality rate control at the same number as x265's CRF.
-            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            // Hardware HEVC from system memory: NVENC and QSV take the converted picture as it
+            // is, VAAPI gets it uploaded into its device's frame pool. 10-bit as P010 (Main 10).
+            // Constant-quality rate control at the same number as x265's CRF.
+            let quality = settings.crf ?? 24
+            let format = tenBit ? AV_PIX_FMT_P010LE : (name == "hevc_nvenc" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
+            if name == "hevc_vaapi" {
+                let frames = try VideoEncoder.vaapiFrames(width: width, height: height, format: format)
+                hardwareFrames = frames
+                ctx.pointee.hw_frames_ctx = av_buffer_ref(frames)
+                ctx.pointee.pix_fmt = AV_PIX_FMT_VAAPI
+                av_opt_set(priv, "rc_mode", "CQP", 0)
+                av_opt_set(priv, "qp", String(quality), 0)
+            } else {
+                ctx.pointee.pix_fmt = format
+            }
+            softwareFormat = format
+            if tenBit { av_opt_set(priv, "profile", "main10", 0) }
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
-            av_opt_set(priv, "rc", "vbr", 0)
-            av_opt_set(priv, "cq", String(settings.crf ?? 24), 0)
-            av_opt_set(priv, "qp", String(settings.crf ?? 24), 0)
+            if name == "hevc_nvenc" {
+                av_opt_set(priv, "rc", "vbr", 0)
+                av_opt_set(priv, "cq", String(quality), 0)
+            }
+            if name == "hevc_qsv" { ctx.pointee.global_quality = Int32(quality) }
         case .hevc:
             // 4:2:2 and 4:4:4 10-bit stay so (x265's Main 4:2:2 10 and Main 4:4:4 10 profiles).
             ctx.pointee.pix_fmt = tenBit ? self.layout.tenBitFormat : AV_PIX_FMT_YUV420P
@@ -99,9 +120,10 @@ final class VideoEncoder {
         if opened < 0 {
             throw UpscaleError(.processing, "cannot open the \(name) encoder at \(width)x\(height): \(ffmpegErrorText(opened))")
         }
-        if ctx.pointee.pix_fmt != inputFormat {
+        if softwareFormat == AV_PIX_FMT_NONE { softwareFormat = ctx.pointee.pix_fmt }
+        if softwareFormat != inputFormat {
             converted = av_frame_alloc()
-            converted!.pointee.format = ctx.pointee.pix_fmt.rawValue
+            converted!.pointee.format = softwareFormat.rawValue
             converted!.pointee.width = Int32(width)
             converted!.pointee.height = Int32(height)
             try check(av_frame_get_buffer(converted, 0), "cannot allocate a \(width)x\(height) frame")
@@ -116,12 +138,39 @@ final class VideoEncoder {
         av_frame_free(&converted)
         var p: UnsafeMutablePointer<AVPacket>? = packet
         av_packet_free(&p)
+        av_buffer_unref(&hardwareFrames)
+    }
+
+    /// A VAAPI device (the default one) and a pool of its frames holding `format` pictures.
+    private static func vaapiFrames(width: Int, height: Int, format: AVPixelFormat) throws -> UnsafeMutablePointer<AVBufferRef> {
+        var device: UnsafeMutablePointer<AVBufferRef>?
+        let created = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_VAAPI, nil, nil, 0)
+        guard created >= 0, device != nil else {
+            throw UpscaleError(.processing, "no VAAPI device could be opened: \(ffmpegErrorText(created))")
+        }
+        defer { av_buffer_unref(&device) }
+        var frames = av_hwframe_ctx_alloc(device)
+        guard let pool = frames else { throw UpscaleError(.processing, "out of memory") }
+        let description = UnsafeMutableRawPointer(pool.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self)
+        description.pointee.format = AV_PIX_FMT_VAAPI
+        description.pointee.sw_format = format
+        description.pointee.width = Int32(width)
+        description.pointee.height = Int32(height)
+        description.pointee.initial_pool_size = 20
+        let initialized = av_hwframe_ctx_init(pool)
+        guard initialized >= 0 else {
+            av_buffer_unref(&frames)
+            throw UpscaleError(.processing, "the VAAPI device has no \(width)x\(height) frames: \(ffmpegErrorText(initialized))")
+        }
+        return pool
     }
 
     /// Encodes one picture (nil flushes at the end); each finished packet goes to `emit`,
     /// timestamps in the encoder's time base. The picture may be reused once this returns.
     func encode(_ picture: Picture?, pts: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
+        var upload: UnsafeMutablePointer<AVFrame>?
+        defer { av_frame_free(&upload) }
         if let picture {
             // Plane pointers and byte strides of whichever depth the picture has.
             let planes: [(UnsafeMutablePointer<UInt8>, Int32)]
@@ -156,6 +205,13 @@ final class VideoEncoder {
                 frame.pointee.data.2 = planes[2].0
                 frame.pointee.linesize.2 = planes[2].1
                 input = frame
+            }
+            if let hardwareFrames, let software = input {
+                // VAAPI: into a frame of the device's pool (freed once sent; the encoder keeps its own reference).
+                upload = av_frame_alloc()
+                try check(av_hwframe_get_buffer(hardwareFrames, upload, 0), "cannot get a frame from the VAAPI device")
+                try check(av_hwframe_transfer_data(upload, software, 0), "cannot upload a picture to the VAAPI device")
+                input = upload
             }
             input!.pointee.pts = pts
             // Some encoders (prores_ks) write the picture's own colour description into the

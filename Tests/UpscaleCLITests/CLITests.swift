@@ -150,11 +150,19 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(named.status, 0, named.stderr)
         XCTAssertTrue(named.stdout.contains("hevc via libx265"), named.stdout)
         let before = try Data(contentsOf: dir.appendingPathComponent("street-2s Upscaled.mp4"))
-        let vaapi = try upscale(["street-2s.mp4", "--width", "256", "--encoder", "hevc_vaapi", "--overwrite"], in: dir)
-        XCTAssertEqual(vaapi.status, 1)
-        XCTAssertTrue(vaapi.stderr.contains("hevc_vaapi encoder is not available"), vaapi.stderr)
-        XCTAssertEqual(vaapi.stderr.split(separator: "\n").count, 1)
-        XCTAssertEqual(try Data(contentsOf: dir.appendingPathComponent("street-2s Upscaled.mp4")), before)
+        // A named hardware encoder either encodes (where its device exists) or fails in one line
+        // and leaves the earlier output alone; never a silent switch to another encoder.
+        for name in ["hevc_vaapi", "hevc_qsv", "hevc_nvenc"] {
+            let hardware = try upscale(["street-2s.mp4", "--width", "256", "--encoder", name, "--overwrite"], in: dir)
+            if hardware.status == 0 {
+                XCTAssertTrue(hardware.stdout.contains("hevc via \(name)"), hardware.stdout)
+                continue
+            }
+            XCTAssertEqual(hardware.status, 1)
+            XCTAssertTrue(hardware.stderr.contains("\(name) encoder is not available"), hardware.stderr)
+            XCTAssertEqual(hardware.stderr.split(separator: "\n").count, 1, hardware.stderr)
+            XCTAssertEqual(try Data(contentsOf: dir.appendingPathComponent("street-2s Upscaled.mp4")), before)
+        }
         XCTAssertEqual(listing(dir), ["street-2s Upscaled.mp4", "street-2s.mp4"])
         XCTAssertEqual(try upscale(["street-2s.mp4", "--encoder", "x264"], in: dir).status, 2)
         XCTAssertEqual(try upscale(["street-2s.mp4", "--encoder", "libx265", "--codec", "prores"], in: dir).status, 2)

@@ -277,6 +277,23 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(progressive.notices.contains { $0.contains("is not flagged interlaced") }, "\(progressive.notices)")
     }
 
+    func testAutoTriesHardwareEncodersOnlyWhereTheyLoseNothing() throws {
+        let auto = EncoderSettings()
+        XCTAssertEqual(auto.encoderCandidates(tenBit: false), ["hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libx265"])
+        XCTAssertEqual(auto.encoderCandidates(tenBit: true, layout: .yuv420), ["hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libx265"])
+        XCTAssertEqual(auto.encoderCandidates(tenBit: true, layout: .yuv420, hdr: true), ["libx265"], "HDR10 metadata SEI needs x265")
+        XCTAssertEqual(auto.encoderCandidates(tenBit: true, layout: .yuv422), ["libx265"], "4:2:2 stays 4:2:2")
+        XCTAssertEqual(EncoderSettings(hevcEncoder: "hevc_vaapi").encoderCandidates(tenBit: false), ["hevc_vaapi"])
+        XCTAssertEqual(EncoderSettings(codec: .prores).encoderCandidates(tenBit: true), ["prores_ks"])
+
+        // On a machine without those devices auto still produces the file with libx265, and an
+        // HDR10 source keeps its mastering metadata (never handed to a hardware encoder).
+        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let input = dir.appendingPathComponent("street-hdr10.mp4").path
+        let (_, summary) = try run(input, UpscaleOptions(width: 320, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.encoderName, "libx265")
+    }
+
     func testPresetOrCRFForACodecWithoutThemIsAUsageError() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
