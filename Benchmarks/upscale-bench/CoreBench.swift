@@ -144,10 +144,20 @@ struct CoreBench: ParsableCommand {
             FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: threads,
                         refiner: EdgeRefiner.trained(input: input, output: output), hold: TemporalHold())
         }
+        // With several threads, one-thread twins run interleaved with them: thread scaling from one run.
+        let ours1 = Lazy { FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: 1) }
+        let refined1 = Lazy {
+            FrameScaler(input: input, output: output, layout: .yuv420, kernel: .lanczos3, threads: 1,
+                        refiner: EdgeRefiner.trained(input: input, output: output), hold: TemporalHold())
+        }
         let sws = Lazy { try SwscaleScaler(input: input, output: output, threads: threads) }
         let zimg = Lazy { try ZimgScaler(input: input, output: output, layout: .yuv420) }
         let scaleX = Double(to.width) / Double(from.width)
-        return [
+        let twins = threads > 1 ? [
+            Method(name: "upscale-lanczos3-1t") { try ours1.get().scale($0, into: $1) },
+            Method(name: "upscale-refined-1t") { try refined1.get().scale($0, into: $1) },
+        ] : []
+        return twins + [
             Method(name: "upscale-lanczos3") { try ours.get().scale($0, into: $1) },
             Method(name: "upscale-refined") { try refined.get().scale($0, into: $1) },
             Method(name: "swscale-lanczos") { try sws.get().scale($0, into: $1) },

@@ -21,6 +21,15 @@ struct ReportBench: ParsableCommand {
         print("core, photo mosaic…")
         let mosaic = try CoreBench.parse(["--frames", "2", "--runs", "3", "--methods", "upscale-lanczos3", "upscale-refined",
                                           "swscale-lanczos", "zimg-lanczos", "--photos"] + fixturePhotos()).measure()
+        print("core, other ratios and 10-bit…")
+        var ratios: [(String, SpeedReport)] = []
+        for (from, to, label) in [("1920x1080", "3840x2160", "2x, 1080p → 4K"), ("1280x720", "3840x2160", "3x, 720p → 4K"),
+                                  ("1440x810", "3840x2160", "2.667x, 1440 → 3840"), ("960x540", "3840x2160", "4x"),
+                                  ("1280x720", "7680x4320", "6x, 720p → 8K")] {
+            ratios.append((label, try CoreBench.parse(["--from", from, "--to", to, "--frames", "4", "--runs", "3",
+                                                       "--methods", "upscale-lanczos3", "upscale-refined", "swscale-lanczos"]).measure()))
+        }
+        ratios.append(("4K → 8K, 10-bit (yuv420p10le)", try CoreBench.parse(["--frames", "2", "--runs", "3", "--depth", "10"]).measure()))
         print("quality…")
         let quality2 = try QualityBench.parse([]).measure()
         let quality3 = try QualityBench.parse(["--scale", "3"]).measure()
@@ -38,9 +47,21 @@ struct ReportBench: ParsableCommand {
                   "\(Self.machine()), \(Self.today()). Produced by `upscale-bench report` in \(Int(monotonicSeconds() - started)) s; every table compares methods measured in the same run.", "",
                   "## Scaler speed (\(core1.from) → \(core1.to), yuv420p 8-bit, real frames)", "",
                   "Frames of the sample clip (768x576 street footage scaled to 4K, so soft):", "",
-                  "1 thread:", "", core1.table(), "", Self.share(core1), "2 threads:", "", core2.table(), "",
+                  "1 thread:", "", core1.table(), "", Self.share(core1),
+                  "2 threads, with one-thread twins (`-1t`) interleaved in the same run:", "", core2.table(), "", Self.scaling(core2), "",
                   "Frames whose luma is the fixture photos tiled at their own resolution (detail in every sample, the refinement's worst case), 1 thread:", "",
                   mosaic.table(), "", Self.share(mosaic),
+                  "Other ratios and 10-bit, sample-clip frames, 1 thread (each line one run):", "",
+                  "| scale | upscale-lanczos3 fps | upscale-refined fps | swscale-lanczos fps | Lanczos × swscale | refined × swscale |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+                  + ratios.map { label, r in
+                      func fps(_ name: String) -> Double? { r.results.first { $0.method == name }?.fps }
+                      let sws = fps("swscale-lanczos") ?? 0
+                      func cell(_ v: Double?) -> String { v.map { fmt($0) } ?? "—" }
+                      func ratio(_ v: Double?) -> String { v.map { sws > 0 ? fmt($0 / sws, 2) + "x" : "—" } ?? "—" }
+                      return "| \(label) | \(cell(fps("upscale-lanczos3"))) | \(cell(fps("upscale-refined"))) | \(cell(sws)) | \(ratio(fps("upscale-lanczos3"))) | \(ratio(fps("upscale-refined"))) |"
+                  }
+                  + ["", "Refinement runs at exact 2x, 3x and 4x; other scales are Lanczos only.", "",
                   "## Quality (protocol of shared/notes/peers.md on the photos in Tests/Fixtures)", "",
                   quality2.table(), "", quality3.table(), "", quality4.table(), "", qualityBox.table(), "",
                   "Colour (sRGB planes, each degraded and upscaled; refined as one `.rgb` frame):", "", qualityRGB.table(), "",
@@ -62,6 +83,16 @@ struct ReportBench: ParsableCommand {
         try Self.chart(speed: core1, quality: quality2).savePNG(out + "/bench.png")
         try Self.comparison().savePNG(out + "/compare.png")
         print("wrote \(out)/bench.md, \(out)/bench.png, \(out)/compare.png")
+    }
+
+    /// "2 threads vs 1: …" from a run with one-thread twins.
+    static func scaling(_ report: SpeedReport) -> String {
+        func fps(_ name: String) -> Double? { report.results.first { $0.method == name }?.fps }
+        let pairs = ["upscale-lanczos3", "upscale-refined"].compactMap { name -> String? in
+            guard let many = fps(name), let one = fps(name + "-1t"), one > 0 else { return nil }
+            return "\(name) \(fmt(many / one, 2))x"
+        }
+        return "\(report.threads) threads vs 1, same run: " + pairs.joined(separator: ", ") + "."
     }
 
     static func share(_ report: SpeedReport) -> String {
