@@ -17,7 +17,7 @@ struct ReportBench: ParsableCommand {
         print("core, 1 thread…")
         let core1 = try CoreBench.parse(["--frames", "2", "--runs", "3"]).measure()
         print("core, 2 threads…")
-        let core2 = try CoreBench.parse(["--frames", "2", "--runs", "3", "--threads", "2"]).measure()
+        let core2 = try CoreBench.parse(["--frames", "2", "--runs", "5", "--threads", "2"]).measure()
         print("core, photo mosaic…")
         let mosaic = try CoreBench.parse(["--frames", "2", "--runs", "3", "--methods", "upscale-lanczos3", "upscale-refined",
                                           "swscale-lanczos", "zimg-lanczos", "--photos"] + fixturePhotos()).measure()
