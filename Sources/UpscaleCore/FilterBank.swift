@@ -172,8 +172,8 @@ extension FilterBank {
         public let weights: [Int32]
         /// The same as Float (Q14 / 16384, exact).
         public let floatWeights: [Float]
-        /// The same as Float in units of 1/256 (Q14 / 256, exact): 8-bit samples times these
-        /// are the 8-bit pass's sample·64 intermediates.
+        /// The same as Float, divided by 4 (exact: two fraction bits), for the 8-bit pass's
+        /// exact Float arithmetic (see `PlaneResampler.filterBlocks`).
         public let eightBitWeights: [Float]
     }
 
@@ -211,6 +211,6 @@ extension FilterBank {
             }
         }
         return Blocks(window: window, count: count, starts: blockStarts, offsets: offsets, weights: weights,
-                      floatWeights: weights.map { Float($0) / Float(FilterBank.one) }, eightBitWeights: weights.map { Float($0) / 256 })
+                      floatWeights: weights.map { Float($0) / Float(FilterBank.one) }, eightBitWeights: weights.map { Float($0) / 4 })
     }
 }

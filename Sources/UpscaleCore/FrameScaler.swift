@@ -81,7 +81,7 @@ public final class FrameScaler: @unchecked Sendable {
         precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
                      "destination frame does not match the scaler")
         if floatScratch.isEmpty {
-            let count = max(resamplers.map(\.scratchCount).max() ?? 1, 1)
+            let count = max(resamplers.map(\.floatScratchCount).max() ?? 1, 1)
             floatScratch = (0..<scheduler.threads).map { _ in
                 let p = UnsafeMutablePointer<Float>.allocate(capacity: count)
                 p.initialize(repeating: 0, count: count)

@@ -8,6 +8,9 @@ public struct PlaneResampler: Sendable {
     public let bandHeight: Int
     /// Int16 elements of scratch one band needs.
     public let scratchCount: Int
+    /// Float elements of scratch one band of a 16-bit plane needs: the band's rows, then one
+    /// input row as Float.
+    public var floatScratchCount: Int { scratchCount + horizontal.inputSize + 16 }
     let polyphase: FilterBank.Polyphase?
     /// Dense block matrices for the horizontal pass: every 16-bit pass, and 8-bit ratios
     /// other than 2x (whose polyphase form is cheaper).
@@ -102,7 +105,14 @@ public struct PlaneResampler: Sendable {
                 for y in span {
                     let out = scratch + (y - span.lowerBound) * width
                     let row = source.row(y)
-                    if let blocks { Self.filterBlocks16(row, into: out, blocks: blocks) }
+                    if let blocks {
+                        if let polyphase, polyphase.factor == 2 {
+                            Self.filterBlocks16Polyphase(row, into: out, blocks: blocks, polyphase: polyphase,
+                                                         floatRow: scratch + scratchCount, inputWidth: horizontal.inputSize)
+                        } else {
+                            Self.filterBlocks16(row, into: out, blocks: blocks, range: 0..<blocks.count)
+                        }
+                    }
                     let rest = blocked..<width
                     switch taps {
                     case 6: Self.filterRange16(row, into: out, range: rest, starts: starts.baseAddress!, coefficients: coefficients.baseAddress!, fixedTaps: 6, scale: scale)
@@ -149,12 +159,13 @@ public struct PlaneResampler: Sendable {
 
     /// The block horizontal pass for 16-bit rows in Float: 32 outputs per block, stored as
     /// the 16 even outputs then the 16 odd ones (see `resample16`).
-    static func filterBlocks16(_ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>, blocks: FilterBank.Blocks) {
+    static func filterBlocks16(_ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>, blocks: FilterBank.Blocks,
+                               range: Range<Int>) {
         let window = blocks.window
         blocks.floatWeights.withUnsafeBufferPointer { all in
             blocks.starts.withUnsafeBufferPointer { starts in
                 blocks.offsets.withUnsafeBufferPointer { offsets in
-                    for b in 0..<blocks.count {
+                    for b in range {
                         let s = source + Int(starts[b])
                         var w = UnsafeRawPointer(all.baseAddress! + Int(offsets[b]))
                         var even = SIMD16<Float>(), odd = SIMD16<Float>()
@@ -169,6 +180,42 @@ public struct PlaneResampler: Sendable {
                         out.storeBytes(of: odd, toByteOffset: 64, as: SIMD16<Float>.self)
                     }
                 }
+            }
+        }
+    }
+
+    /// 2x for 16-bit rows: the row is first widened to Float (a plain loop, which LLVM
+    /// vectorizes), then every block whose 16 inputs lie in the polyphase interior is two
+    /// 16-lane convolutions of contiguous Floats — `taps` multiply-adds per phase instead of a
+    /// block matrix's `window` (22 at 2x) — stored in the blocks' layout (even outputs, then
+    /// odd ones). The other blocks take the matrix path.
+    static func filterBlocks16Polyphase(
+        _ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>, blocks: FilterBank.Blocks,
+        polyphase: FilterBank.Polyphase, floatRow: UnsafeMutablePointer<Float>, inputWidth: Int
+    ) {
+        for i in 0..<inputWidth { floatRow[i] = Float(source[i]) }
+        let half = FilterBank.Blocks.size / 2
+        // Blocks b whose inputs 16b ..< 16b + 16 are all interior.
+        let first = min((polyphase.interior.lowerBound + half - 1) / half, blocks.count)
+        let end = max(first, min(polyphase.interior.upperBound / half, blocks.count))
+        filterBlocks16(source, into: output, blocks: blocks, range: 0..<first)
+        filterBlocks16(source, into: output, blocks: blocks, range: end..<blocks.count)
+        let taps = polyphase.coefficients.count / 2
+        let scale = 1 / Float(FilterBank.one)
+        let weights = polyphase.coefficients.map { Float($0) * scale }
+        weights.withUnsafeBufferPointer { w in
+            let evenInput = floatRow + polyphase.offsets[0], oddInput = floatRow + polyphase.offsets[1]
+            for b in first..<end {
+                var even = SIMD16<Float>(), odd = SIMD16<Float>()
+                for t in 0..<taps {
+                    even.addProduct(UnsafeRawPointer(evenInput + half * b + t).loadUnaligned(as: SIMD16<Float>.self),
+                                    SIMD16<Float>(repeating: w[t]))
+                    odd.addProduct(UnsafeRawPointer(oddInput + half * b + t).loadUnaligned(as: SIMD16<Float>.self),
+                                   SIMD16<Float>(repeating: w[taps + t]))
+                }
+                let out = UnsafeMutableRawPointer(output + FilterBank.Blocks.size * b)
+                out.storeBytes(of: even, as: SIMD16<Float>.self)
+                out.storeBytes(of: odd, toByteOffset: 64, as: SIMD16<Float>.self)
             }
         }
     }
@@ -189,9 +236,11 @@ public struct PlaneResampler: Sendable {
 
     /// Horizontal pass over the full blocks (see `FilterBank.Blocks`), 32 outputs per block,
     /// in Float fused multiply-adds (twice the throughput of 32-bit integer multiplies).
-    /// Exact: weights Q14/256 have 8 fraction bits, so every product and partial sum (under
-    /// 2^16 in magnitude) fits Float's 24 bits; the result is `filterRange`'s value, rounded
-    /// the same way (half up: a 2^-10 start turns round-to-nearest-even's ties upward).
+    /// Exact: the weights are Q14/4 (two fraction bits), so every product and partial sum
+    /// (below 2^21 in magnitude even with Lanczos' overshoot on 0/255 edges) is a multiple of
+    /// 1/4 within Float's 24 bits. The result is `filterRange`'s (128 + Σ)>>8, computed as
+    /// floor((32 + Σ/4) / 64): the floor of a quarter-step value is round-to-nearest of it
+    /// minus 3/8, then an arithmetic shift by 6.
     static func filterBlocks(_ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, blocks: FilterBank.Blocks) {
         let window = blocks.window
         blocks.eightBitWeights.withUnsafeBufferPointer { all in
@@ -200,17 +249,16 @@ public struct PlaneResampler: Sendable {
                     for b in 0..<blocks.count {
                         let s = source + Int(starts[b])
                         var w = UnsafeRawPointer(all.baseAddress! + Int(offsets[b]))
-                        var even = SIMD16<Float>(repeating: 1.0 / 1024), odd = even
+                        var even = SIMD16<Float>(repeating: 32), odd = even
                         for j in 0..<window {
                             let v = SIMD16<Float>(repeating: Float(s[j]))
                             even.addProduct(w.loadUnaligned(as: SIMD16<Float>.self), v)
                             odd.addProduct(w.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self), v)
                             w += 128
                         }
-                        // Round to nearest (the 1.5·2^23 trick), then Int16 pairs in 32-bit lanes,
-                        // the even output in the low half (little-endian).
-                        let e = unsafeBitCast(even + 12_582_912, to: SIMD16<UInt32>.self) &- 0x4B40_0000
-                        let o = unsafeBitCast(odd + 12_582_912, to: SIMD16<UInt32>.self) &- 0x4B40_0000
+                        // Int16 pairs in 32-bit lanes, the even output in the low half (little-endian).
+                        let e = unsafeBitCast(exactInt(even - 0.375) &>> 6, to: SIMD16<UInt32>.self)
+                        let o = unsafeBitCast(exactInt(odd - 0.375) &>> 6, to: SIMD16<UInt32>.self)
                         let pairs = e & 0xFFFF | o &<< 16
                         UnsafeMutableRawPointer(output + FilterBank.Blocks.size * b).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
                     }

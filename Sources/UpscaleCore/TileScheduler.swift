@@ -30,15 +30,16 @@ public final class TileScheduler: Sendable {
             return
         }
         let next = Atomic<Int>(0)
-        let loop: @Sendable (Int) -> Void = { worker in
-            while true {
-                let task = next.add(1, ordering: .relaxed).oldValue
-                if task >= count { break }
-                body(task, worker)
+        // `body` does not escape: `run` returns only after every worker has finished. (A task
+        // must not call `run` on the same scheduler: its worker's queue would wait on itself.)
+        withoutActuallyEscaping(body) { body in
+            let loop: @Sendable (Int) -> Void = { worker in
+                while true {
+                    let task = next.add(1, ordering: .relaxed).oldValue
+                    if task >= count { break }
+                    body(task, worker)
+                }
             }
-        }
-        // `body` does not escape: `run` returns only after every worker has finished.
-        withoutActuallyEscaping(loop) { loop in
             let group = DispatchGroup()
             for worker in 1..<workers {
                 queues[worker - 1].async(group: group) { loop(worker) }

@@ -187,7 +187,7 @@ final class VideoEncoder {
                 try check(av_frame_make_writable(converted), "cannot write a frame")
                 try converter.configure(
                     source: (size.0, size.1, inputFormat),
-                    destination: (converted.pointee.width, converted.pointee.height, context.pointee.pix_fmt),
+                    destination: (converted.pointee.width, converted.pointee.height, softwareFormat),
                     matrix: matrix, fullRange: fullRange,
                     destinationFullRange: context.pointee.color_range == AVCOL_RANGE_JPEG)
                 converter.convert(
