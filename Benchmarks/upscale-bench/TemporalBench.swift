@@ -25,6 +25,7 @@ struct TemporalBench: ParsableCommand {
     @Option(help: "A pixel is static background when every input sample within this distance is (0: the pixel alone).") var radius = 0
     @Option(parsing: .upToNextOption, help: "TemporalHold's stillness thresholds: hold up to, replace from (8-bit levels; default the video path's).") var stillness: [Float] = []
     @Flag(help: "Halve each frame (2x2 box) first and also report PSNR-Y of the 2x result against the frame: checks that the video path's hold leaves moving content alone.") var halve = false
+    @Option(help: "Add a brightness ramp of this many levels per frame (a fade), to check the hold on slow global change.") var fade = 0.0
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
@@ -58,6 +59,13 @@ struct TemporalBench: ParsableCommand {
         while n < frames, let next = try reader.next() {
             n += 1
             let original = next.frame.planes[0]
+            if fade != 0 {
+                // A global brightness ramp: frame n is brighter by n·fade levels (clamped).
+                for y in 0..<original.height {
+                    let row = original.row(y)
+                    for x in 0..<original.width { row[x] = UInt8(clamping: Int((Double(row[x]) + Double(n) * fade).rounded())) }
+                }
+            }
             let luma = halve ? halved(original) : original
             let outputs = scalers.map { $0.1.scale(Frame(width: size.0, height: size.1, layout: .gray, planes: [luma])).planes[0] }
             if halve {
