@@ -141,4 +141,28 @@ final class TemporalHoldTests: XCTestCase {
         XCTAssertEqual(one.scale(gray(frames[2])).planes[0].samples, scaler(photo, refined: true).scale(gray(frames[2])).planes[0].samples,
                        "after a reset the frame is refined on its own")
     }
+
+    func testTenBitFramesAreHeldLikeEightBit() throws {
+        let photo = try TestImages.pgm("butterfly-crop.pgm")
+        var noise = Noise(state: 5)
+        let frames: [Frame16] = (0..<4).map { _ in
+            let plane = Plane16(width: photo.width, height: photo.height, bitDepth: 10,
+                                samples: photo.samples.map { UInt16(clamping: Int($0) * 4 + noise.next(-3...3)) })
+            return Frame16(width: photo.width, height: photo.height, layout: .gray, planes: [plane])
+        }
+        let size = (2 * photo.width, 2 * photo.height)
+        func scaler(threads: Int, hold: TemporalHold?) -> FrameScaler {
+            FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, threads: threads, refiner: .x2, hold: hold)
+        }
+        let one = scaler(threads: 1, hold: TemporalHold()), two = scaler(threads: 2, hold: TemporalHold())
+        let perFrame = scaler(threads: 1, hold: nil)
+        var held = 0
+        for (index, frame) in frames.enumerated() {
+            let a = one.scale(frame).planes[0].samples
+            XCTAssertTrue(two.scale(frame).planes[0].samples == a, "frame \(index): thread invariance")
+            let alone = perFrame.scale(frame).planes[0].samples
+            if index == 0 { XCTAssertTrue(a == alone, "the first frame has nothing to hold") } else if a != alone { held += 1 }
+        }
+        XCTAssertEqual(held, frames.count - 1, "later 10-bit frames read the held luma")
+    }
 }
