@@ -88,19 +88,8 @@ public final class FrameScaler: @unchecked Sendable {
                 return p
             }
         }
-        var steady = source.planes[0]
-        if let hold {
-            held = nil
-            if let plane = held16, plane.bitDepth == steady.bitDepth {
-                update(plane, toward: steady, hold: hold)
-            } else {
-                let plane = Plane16(width: inputWidth, height: inputHeight, bitDepth: steady.bitDepth)
-                for y in 0..<inputHeight { plane.row(y).update(from: steady.row(y), count: inputWidth) }
-                held16 = plane
-            }
-            steady = held16!
-        }
-        let luma = steady
+        held = nil
+        let luma = steadyLuma(source.planes[0], held: &held16)
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
@@ -112,13 +101,21 @@ public final class FrameScaler: @unchecked Sendable {
         }
     }
 
-    /// Moves the held luma toward this frame's, in bands on the scheduler (each sample
-    /// depends only on itself, so any split gives the same bytes).
-    private func update<P: HeldPlane>(_ plane: P, toward current: P, hold: TemporalHold) {
-        let bands = (inputHeight + 63) / 64
-        scheduler.run(tasks: bands) { band, _ in
-            current.move(plane, by: hold, rows: (band * 64)..<min((band + 1) * 64, inputHeight))
+    /// The luma the refinement reads: the frame's own, or with a hold the held copy, first
+    /// made from this frame (and remade when the depth changes), afterwards moved toward each
+    /// frame in bands on the scheduler (each sample depends only on itself, so any split gives
+    /// the same bytes).
+    private func steadyLuma<P: HeldPlane>(_ luma: P, held: inout P?) -> P {
+        guard let hold else { return luma }
+        if let plane = held, plane.sameDepth(as: luma) {
+            let bands = (inputHeight + 63) / 64
+            scheduler.run(tasks: bands) { band, _ in
+                luma.move(plane, by: hold, rows: (band * 64)..<min((band + 1) * 64, inputHeight))
+            }
+        } else {
+            held = luma.copy()
         }
+        return held!
     }
 
     /// Forgets the previous frames: the next frame is refined on its own, as after a cut
@@ -151,19 +148,8 @@ public final class FrameScaler: @unchecked Sendable {
                      "source frame does not match the scaler")
         precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
                      "destination frame does not match the scaler")
-        var steady = source.planes[0]
-        if let hold {
-            held16 = nil
-            if let plane = held {
-                update(plane, toward: steady, hold: hold)
-            } else {
-                let plane = Plane(width: inputWidth, height: inputHeight)
-                for y in 0..<inputHeight { plane.row(y).update(from: steady.row(y), count: inputWidth) }
-                held = plane
-            }
-            steady = held!
-        }
-        let luma = steady
+        held16 = nil
+        let luma = steadyLuma(source.planes[0], held: &held)
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])
@@ -185,12 +171,26 @@ public final class FrameScaler: @unchecked Sendable {
 /// A luma plane `TemporalHold` can update.
 private protocol HeldPlane: Sendable {
     func move(_ held: Self, by hold: TemporalHold, rows: Range<Int>)
+    func sameDepth(as other: Self) -> Bool
+    func copy() -> Self
 }
 
 extension Plane: HeldPlane {
     func move(_ held: Plane, by hold: TemporalHold, rows: Range<Int>) { hold.update(held, toward: self, rows: rows) }
+    func sameDepth(as other: Plane) -> Bool { true }
+    func copy() -> Plane {
+        let plane = Plane(width: width, height: height)
+        plane.copy(from: base, sourceStride: stride)
+        return plane
+    }
 }
 
 extension Plane16: HeldPlane {
     func move(_ held: Plane16, by hold: TemporalHold, rows: Range<Int>) { hold.update(held, toward: self, rows: rows) }
+    func sameDepth(as other: Plane16) -> Bool { bitDepth == other.bitDepth }
+    func copy() -> Plane16 {
+        let plane = Plane16(width: width, height: height, bitDepth: bitDepth)
+        for y in 0..<height { plane.row(y).update(from: row(y), count: width) }
+        return plane
+    }
 }

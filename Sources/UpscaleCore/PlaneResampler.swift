@@ -15,6 +15,8 @@ public struct PlaneResampler: Sendable {
     /// Dense block matrices for the horizontal pass: every 16-bit pass, and 8-bit ratios
     /// other than 2x (whose polyphase form is cheaper).
     let blocks: FilterBank.Blocks?
+    /// The 2x polyphase weights as Float (Q14 / 16384, exact) for the 16-bit pass; empty otherwise.
+    let polyphaseFloatWeights: [Float]
 
     public init(horizontal: FilterBank, vertical: FilterBank, bandHeight: Int) {
         self.horizontal = horizontal
@@ -30,6 +32,7 @@ public struct PlaneResampler: Sendable {
         scratchCount = rows * horizontal.outputSize
         polyphase = horizontal.polyphase
         blocks = horizontal.blocks()
+        polyphaseFloatWeights = polyphase.map { $0.factor == 2 ? $0.coefficients.map { Float($0) / Float(FilterBank.one) } : [] } ?? []
     }
 
     /// Whether the 8-bit horizontal pass uses the polyphase form (2x only).
@@ -107,7 +110,7 @@ public struct PlaneResampler: Sendable {
                     let row = source.row(y)
                     if let blocks {
                         if let polyphase, polyphase.factor == 2 {
-                            Self.filterBlocks16Polyphase(row, into: out, blocks: blocks, polyphase: polyphase,
+                            Self.filterBlocks16Polyphase(row, into: out, blocks: blocks, polyphase: polyphase, weights: polyphaseFloatWeights,
                                                          floatRow: scratch + scratchCount, inputWidth: horizontal.inputSize)
                         } else {
                             Self.filterBlocks16(row, into: out, blocks: blocks, range: 0..<blocks.count)
@@ -191,7 +194,7 @@ public struct PlaneResampler: Sendable {
     /// odd ones). The other blocks take the matrix path.
     static func filterBlocks16Polyphase(
         _ source: UnsafePointer<UInt16>, into output: UnsafeMutablePointer<Float>, blocks: FilterBank.Blocks,
-        polyphase: FilterBank.Polyphase, floatRow: UnsafeMutablePointer<Float>, inputWidth: Int
+        polyphase: FilterBank.Polyphase, weights: [Float], floatRow: UnsafeMutablePointer<Float>, inputWidth: Int
     ) {
         for i in 0..<inputWidth { floatRow[i] = Float(source[i]) }
         let half = FilterBank.Blocks.size / 2
@@ -200,9 +203,7 @@ public struct PlaneResampler: Sendable {
         let end = max(first, min(polyphase.interior.upperBound / half, blocks.count))
         filterBlocks16(source, into: output, blocks: blocks, range: 0..<first)
         filterBlocks16(source, into: output, blocks: blocks, range: end..<blocks.count)
-        let taps = polyphase.coefficients.count / 2
-        let scale = 1 / Float(FilterBank.one)
-        let weights = polyphase.coefficients.map { Float($0) * scale }
+        let taps = weights.count / 2
         weights.withUnsafeBufferPointer { w in
             let evenInput = floatRow + polyphase.offsets[0], oddInput = floatRow + polyphase.offsets[1]
             for b in first..<end {

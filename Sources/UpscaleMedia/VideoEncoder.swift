@@ -21,8 +21,12 @@ final class VideoEncoder {
     private var inputFormat: AVPixelFormat { tenBit ? layout.tenBitFormat : AV_PIX_FMT_YUV420P }
     /// VAAPI only: the device's pool of frames that converted pictures are uploaded into.
     private var hardwareFrames: UnsafeMutablePointer<AVBufferRef>?
-    /// The format pictures are converted to in system memory (for VAAPI, the pool's format).
-    private var softwareFormat = AV_PIX_FMT_NONE
+    /// The format pictures are converted to in system memory: the encoder's, or for VAAPI
+    /// its frame pool's.
+    private var softwareFormat: AVPixelFormat {
+        guard let hardwareFrames else { return context.pointee.pix_fmt }
+        return UnsafeRawPointer(hardwareFrames.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self).pointee.sw_format
+    }
 
     init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
          color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
@@ -74,7 +78,6 @@ final class VideoEncoder {
             } else {
                 ctx.pointee.pix_fmt = format
             }
-            softwareFormat = format
             if tenBit { av_opt_set(priv, "profile", "main10", 0) }
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
             if name == "hevc_nvenc" {
@@ -120,7 +123,6 @@ final class VideoEncoder {
         if opened < 0 {
             throw UpscaleError(.processing, "cannot open the \(name) encoder at \(width)x\(height): \(ffmpegErrorText(opened))")
         }
-        if softwareFormat == AV_PIX_FMT_NONE { softwareFormat = ctx.pointee.pix_fmt }
         if softwareFormat != inputFormat {
             converted = av_frame_alloc()
             converted!.pointee.format = softwareFormat.rawValue
