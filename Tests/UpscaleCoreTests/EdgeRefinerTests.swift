@@ -16,18 +16,6 @@ final class EdgeRefinerTests: XCTestCase {
         return plane
     }
 
-    /// 2x2 box average: the anti-aliased low-resolution input.
-    private func halve(_ plane: Plane) -> Plane {
-        let out = Plane(width: plane.width / 2, height: plane.height / 2)
-        for y in 0..<out.height {
-            for x in 0..<out.width {
-                let s = Int(plane[2 * x, 2 * y]) + Int(plane[2 * x + 1, 2 * y]) + Int(plane[2 * x, 2 * y + 1]) + Int(plane[2 * x + 1, 2 * y + 1])
-                out[x, y] = UInt8((s + 2) / 4)
-            }
-        }
-        return out
-    }
-
     private func upscale(_ lr: Plane, refined: Bool, threads: Int = 1) -> Plane {
         let scaler = FrameScaler(input: (lr.width, lr.height), output: (2 * lr.width, 2 * lr.height), layout: .gray,
                                  threads: threads, refiner: refined ? EdgeRefiner.x2 : nil)
@@ -55,7 +43,7 @@ final class EdgeRefinerTests: XCTestCase {
         for degrees in [20.0, 33.0, 52.0] {
             let angle = degrees * .pi / 180
             let hr = render(width: 192, height: 192) { x, y in (y - 96) * cos(angle) - (x - 96) * sin(angle) > 0 }
-            let lr = halve(hr)
+            let lr = TestImages.halve(hr)
             let plain = jaggedness(upscale(lr, refined: false), columns: 48..<144)
             let refined = jaggedness(upscale(lr, refined: true), columns: 48..<144)
             XCTAssertLessThan(refined, plain, "\(degrees)°: refined \(refined) vs Lanczos \(plain)")
@@ -64,7 +52,7 @@ final class EdgeRefinerTests: XCTestCase {
 
     func testNoMoreOvershootThanLanczosAtAStep() {
         let hr = render(width: 96, height: 32) { x, _ in x > 40.3 }
-        let lr = halve(hr)
+        let lr = TestImages.halve(hr)
         let plain = upscale(lr, refined: false), refined = upscale(lr, refined: true)
         let p = plain.samples, r = refined.samples
         XCTAssertLessThanOrEqual(Int(r.max()!) - 200, Int(p.max()!) - 200)

@@ -32,6 +32,20 @@ enum ReferenceResampler {
             .map { UInt16(min(max($0.rounded(), 0), Double(plane.maxValue))) }
     }
 
+    /// The largest difference between `ours` (an upscale of `plane` to `size`) and the
+    /// reference resampling of `plane` to `size`.
+    static func worstDifference(_ ours: Plane, from plane: Plane, kernel: Kernel = .lanczos3) -> Int {
+        let reference = resample(plane, horizontal: SampleGrid(lumaInput: plane.width, lumaOutput: ours.width),
+                                 vertical: SampleGrid(lumaInput: plane.height, lumaOutput: ours.height), kernel: kernel)
+        return zip(ours.samples, reference).map { abs(Int($0) - Int($1)) }.max() ?? 0
+    }
+
+    static func worstDifference(_ ours: Plane16, from plane: Plane16, kernel: Kernel = .lanczos3) -> Int {
+        let reference = resample(plane, horizontal: SampleGrid(lumaInput: plane.width, lumaOutput: ours.width),
+                                 vertical: SampleGrid(lumaInput: plane.height, lumaOutput: ours.height), kernel: kernel)
+        return zip(ours.samples, reference).map { abs(Int($0) - Int($1)) }.max() ?? 0
+    }
+
     /// Unrounded output values, row-major.
     static func values(height: Int, sample: (Int, Int) -> Double, horizontal: SampleGrid, vertical: SampleGrid, kernel: Kernel) -> [Double] {
         let hw = weights(grid: horizontal, kernel: kernel)
@@ -79,6 +93,18 @@ enum TestImages {
     }
 
     /// Deterministic pseudo-random samples (a fixed LCG), for sizes no photo covers.
+    /// 2x2 box average, rounded: an anti-aliased half-size picture.
+    static func halve(_ plane: Plane) -> Plane {
+        let out = Plane(width: plane.width / 2, height: plane.height / 2)
+        for y in 0..<out.height {
+            for x in 0..<out.width {
+                let s = Int(plane[2 * x, 2 * y]) + Int(plane[2 * x + 1, 2 * y]) + Int(plane[2 * x, 2 * y + 1]) + Int(plane[2 * x + 1, 2 * y + 1])
+                out[x, y] = UInt8((s + 2) / 4)
+            }
+        }
+        return out
+    }
+
     static func noise(width: Int, height: Int, seed: UInt32 = 1) -> Plane {
         var state = seed
         let samples = (0..<(width * height)).map { _ -> UInt8 in

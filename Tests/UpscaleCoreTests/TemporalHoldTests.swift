@@ -99,14 +99,7 @@ final class TemporalHoldTests: XCTestCase {
             let left = 6 * step
             let truth = Plane(width: windowWidth, height: windowHeight)
             for y in 0..<windowHeight { for x in 0..<windowWidth { truth[x, y] = photo[left + x, 16 + y] } }
-            let small = Plane(width: windowWidth / 2, height: windowHeight / 2)
-            for y in 0..<small.height {
-                for x in 0..<small.width {
-                    let s = Int(truth[2 * x, 2 * y]) + Int(truth[2 * x + 1, 2 * y]) + Int(truth[2 * x, 2 * y + 1]) + Int(truth[2 * x + 1, 2 * y + 1])
-                    small[x, y] = UInt8((s + 2) / 4)
-                }
-            }
-            windows.append(small)
+            windows.append(TestImages.halve(truth))
             truths.append(truth)
         }
         func meanPSNR(_ s: FrameScaler) -> Double {
