@@ -3,7 +3,7 @@
 
 PREFIX ?= /usr/local
 SWIFT ?= swift
-DEB_PACKAGES = pkg-config libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev libvips-dev libzimg-dev
+DEB_PACKAGES = pkg-config libsqlite3-dev libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev libvips-dev libzimg-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAMPLE = Samples/street.mp4
 DEMO_OUT = out

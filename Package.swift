@@ -42,6 +42,22 @@ let package = Package(
             name: "UpscaleCore",
             swiftSettings: coreSettings
         ),
+        // Seeded damaged copies of media files, for the damaged-input tests and `upscale-bench damage`.
+        .target(name: "DamageCorpus"),
+        // SQLite (Debian's libsqlite3) for the watch folder's job store.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // prctl for the job child processes (variadic in C, so not callable from Swift).
+        .target(name: "CProcess"),
+        // Batch work: jobs in child processes (the plain command runs each file in one too).
+        .target(
+            name: "UpscaleQueue",
+            dependencies: ["CProcess", "CSQLite", "UpscaleMedia"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "UpscaleMedia",
             dependencies: [
@@ -58,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "upscale",
             dependencies: [
-                "UpscaleMedia",
+                "UpscaleMedia", "UpscaleQueue",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ConsoleKitTerminal", package: "console-kit"),
@@ -68,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "upscale-bench",
             dependencies: [
-                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg",
+                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg", "DamageCorpus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/upscale-bench",
@@ -84,8 +100,13 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(
+            name: "UpscaleQueueTests",
+            dependencies: ["UpscaleQueue"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
             name: "UpscaleCLITests",
-            dependencies: ["UpscaleMedia", "upscale", "upscale-bench"],
+            dependencies: ["UpscaleMedia", "DamageCorpus", "upscale", "upscale-bench"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

@@ -31,8 +31,7 @@ final class InputFile {
         context = ctx
         let probed = avformat_find_stream_info(ctx, nil)
         if probed < 0 {
-            var c: UnsafeMutablePointer<AVFormatContext>? = ctx
-            avformat_close_input(&c)
+            // deinit closes the context: every stored property is set, so it runs on this throw.
             throw UpscaleError(.input, "'\(path)' could not be probed: \(ffmpegErrorText(probed))")
         }
     }

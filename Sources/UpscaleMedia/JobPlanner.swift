@@ -21,6 +21,9 @@ public struct UpscaleOptions: Sendable {
     public var codecChosen: Bool
     /// Deinterlace interlaced input (libavfilter's bwdif, one picture per picture) before upscaling.
     public var deinterlace: Bool
+    /// When the output name in a folder is taken, use "<name> Upscaled 2.<ext>" (3, …) instead
+    /// of refusing (the watch folder never overwrites and never stops on a collision).
+    public var uniqueName = false
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
@@ -58,6 +61,9 @@ public struct Job: Sendable {
     public let sampleAspect: (num: Int, den: Int)
     /// Deinterlace before upscaling (asked for, and the input is interlaced).
     public var deinterlace: Bool = false
+    /// Seconds without a decoded picture (while not waiting on the scaler) before the input
+    /// counts as stuck on damaged data and the job fails.
+    public var stallSeconds: Double = 60
     /// Things the user should know (a changed container, rounded sizes).
     public let notices: [String]
 }
@@ -112,7 +118,15 @@ public enum JobPlanner {
             throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
         }
         var notices: [String] = []
-        let shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
+        let shown: (width: Int, height: Int, rounded: Bool)
+        do {
+            shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
+        } catch let error as UpscaleError where error.kind == .usage && options.width == nil && options.height == nil {
+            // Only the input's own size can put a scaled size out of range: say so about the file
+            // (a damaged header often claims a tiny picture).
+            let v = info.video!
+            throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(error.message.replacingOccurrences(of: "; choose another size", with: "")); give --width or --height (or check the file: a damaged header can report a wrong size)")
+        }
         if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
         // Non-square pixels are kept: the stored width is the displayed width over the pixel aspect.
@@ -160,6 +174,14 @@ public enum JobPlanner {
                 throw UpscaleError(.usage, "--output '\(given)' must be an existing folder when upscaling several files")
             }
             output = URL(fileURLWithPath: folder).appendingPathComponent(outputName(for: input, extension: ext)).path
+            if options.uniqueName && !options.overwrite {
+                let stem = String(output.dropLast(ext.count + 1))
+                var n = 2
+                while FileManager.default.fileExists(atPath: output) {
+                    output = "\(stem) \(n).\(ext)"
+                    n += 1
+                }
+            }
         }
 
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path

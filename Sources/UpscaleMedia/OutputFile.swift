@@ -14,8 +14,9 @@ final class OutputFile {
     init(finalPath: String, muxer: String) throws {
         self.finalPath = finalPath
         let url = URL(fileURLWithPath: finalPath)
-        temporaryPath = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).partial").path
+        let folder = url.deletingLastPathComponent()
+        temporaryPath = PartialFile.temporaryPath(for: finalPath, pid: getpid())
+        PartialFile.removeStale(in: folder.path)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, muxer, temporaryPath), "cannot set up a \(muxer) file")
         context = ctx!
@@ -149,5 +150,41 @@ final class OutputFile {
             throw UpscaleError(.output, "the disk is full: \(what); free some space or choose another --output folder")
         }
         throw UpscaleError(.output, "\(what): \(ffmpegErrorText(code))")
+    }
+}
+
+/// Temporary outputs are named `.<output name>.<host>.<pid>.partial`. A process that died
+/// without cleaning up (killed with SIGKILL, a crash inside a C library) leaves one behind;
+/// the next job writing into that folder removes those of this host whose process is gone.
+/// Other hosts' files (a folder shared over NFS/SMB) are never touched.
+public enum PartialFile {
+    static let host: String = {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        let text = String(cString: name).replacingOccurrences(of: "/", with: "_")
+        return text.isEmpty ? "localhost" : text
+    }()
+
+    /// The temporary file process `pid` writes while making `finalPath`.
+    public static func temporaryPath(for finalPath: String, pid: pid_t) -> String {
+        let url = URL(fileURLWithPath: finalPath)
+        return url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(host).\(pid).partial").path
+    }
+
+    /// Deletes `.*.<this host>.<pid>.partial` files in `folder` whose process no longer exists.
+    @discardableResult
+    public static func removeStale(in folder: String) -> [String] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return [] }
+        var removed: [String] = []
+        let marker = ".\(host)."
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".partial") {
+            let stem = name.dropLast(".partial".count)
+            guard let dot = stem.lastIndex(of: "."), let pid = pid_t(stem[stem.index(after: dot)...]),
+                  stem[..<dot].hasSuffix(marker.dropLast()) else { continue }
+            if kill(pid, 0) == 0 || errno != ESRCH { continue }
+            let path = (folder as NSString).appendingPathComponent(name)
+            if unlink(path) == 0 { removed.append(path) }
+        }
+        return removed
     }
 }

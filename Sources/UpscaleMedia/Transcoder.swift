@@ -9,6 +9,12 @@ public struct TranscodeProgress: Sendable {
     /// Estimated from the container; nil when it does not say.
     public let framesTotal: Int?
     public let elapsed: Double
+
+    public init(framesDone: Int, framesTotal: Int?, elapsed: Double) {
+        self.framesDone = framesDone
+        self.framesTotal = framesTotal
+        self.elapsed = elapsed
+    }
 }
 
 public struct TranscodeSummary: Sendable {
@@ -177,6 +183,7 @@ public final class Transcoder {
                                  refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil,
                                  hold: TemporalHold())
         let failure = Failure()
+        let watch = ReaderWatch()
         let stopAll = {
             decoded.cancel()
             scaled.cancel()
@@ -194,7 +201,10 @@ public final class Transcoder {
             defer { av_packet_free(&packet) }
             do {
                 let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
+                    watch.waiting(true)
+                    defer { watch.waiting(false) }
                     if !decoded.push(.picture(frame, pts: pts)) { throw UpscaleError.cancelled() }
+                    watch.picture()
                 }
                 let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
                     decoded.push(.packet(av_packet_clone(p), stream: stream), cost: 0)
@@ -204,6 +214,7 @@ public final class Transcoder {
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     let index = Int(packet!.pointee.stream_index)
                     if index == videoIndex {
+                        if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
                         try decoder.decode(packet, make: inputPool.take, emit: pushPicture)
                     } else if let route = routes[index] {
                         switch route {
@@ -226,6 +237,7 @@ public final class Transcoder {
                 failure.record(error)
                 stopAll()
             }
+            watch.waiting(true)
         }
 
         let scaleStage = {
@@ -255,6 +267,7 @@ public final class Transcoder {
                 let writeVideo: (UnsafeMutablePointer<AVPacket>) throws -> Void = {
                     try output.write($0, stream: videoOut)
                     framesDone += 1
+                    TestHook.crashIfDue(frames: framesDone)
                     progress(TranscodeProgress(framesDone: framesDone, framesTotal: framesTotal,
                                                elapsed: Date().timeIntervalSince(start)))
                 }
@@ -279,23 +292,95 @@ public final class Transcoder {
         }
 
         let stages: [() -> Void] = [readStage, scaleStage, writeStage]
-        let done = DispatchSemaphore(value: 0)
-        for stage in stages {
+        let tracker = StageTracker(count: stages.count)
+        for (index, stage) in stages.enumerated() {
             Thread.detachNewThread {
                 stage()
-                done.signal()
+                tracker.finished(index)
             }
         }
-        var finished = 0
-        while finished < stages.count {
-            if done.wait(timeout: .now() + .milliseconds(200)) == .success {
-                finished += 1
-            } else if cancel.isCancelled {
+        // The reader may never come back from a damaged file (a demuxer or decoder caught in a
+        // loop). It is left behind once it has produced no picture for `stallSeconds` without
+        // waiting on the scaler; the scale and write stages always finish, so the output can
+        // be abandoned safely and the process can end.
+        while !tracker.allFinished {
+            if tracker.wait(milliseconds: 200) { continue }
+            if cancel.isCancelled { stopAll() }
+            if !tracker.isFinished(0), watch.stalled(for: job.stallSeconds) {
+                failure.record(UpscaleError(.processing, "'\(job.input)' made no progress for \(Int(job.stallSeconds)) s after frame \(watch.pictures) (the demuxer or decoder is stuck on damaged data); re-export or trim the source"))
                 stopAll()
+                while !(tracker.isFinished(1) && tracker.isFinished(2)) { _ = tracker.wait(milliseconds: 200) }
+                break
             }
         }
         if let error = failure.current { throw error }
         if cancel.isCancelled { throw UpscaleError.cancelled() }
         return framesDone
     }
+}
+
+/// When the reading stage last handed on a picture, and whether it is waiting on the
+/// scaler (a full queue is not a stall).
+private final class ReaderWatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last = DispatchTime.now()
+    private var isWaiting = false
+    private var count = 0
+
+    func picture() {
+        lock.lock()
+        count += 1
+        last = .now()
+        lock.unlock()
+    }
+
+    func waiting(_ value: Bool) {
+        lock.lock()
+        isWaiting = value
+        last = .now()
+        lock.unlock()
+    }
+
+    var pictures: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
+
+    func stalled(for seconds: Double) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return !isWaiting && Double(DispatchTime.now().uptimeNanoseconds - last.uptimeNanoseconds) / 1e9 > seconds
+    }
+}
+
+/// Which pipeline stages have returned.
+private final class StageTracker: @unchecked Sendable {
+    private let lock = NSLock()
+    private let signal = DispatchSemaphore(value: 0)
+    private var done: [Bool]
+
+    init(count: Int) { done = Array(repeating: false, count: count) }
+
+    func finished(_ index: Int) {
+        lock.lock()
+        done[index] = true
+        lock.unlock()
+        signal.signal()
+    }
+
+    func isFinished(_ index: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return done[index]
+    }
+
+    var allFinished: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return !done.contains(false)
+    }
+
+    /// True when a stage finished within the time.
+    func wait(milliseconds: Int) -> Bool { signal.wait(timeout: .now() + .milliseconds(milliseconds)) == .success }
 }

@@ -3,9 +3,7 @@ import Foundation
 import Logging
 import UpscaleCore
 import UpscaleMedia
-
-extension VideoCodec: ExpressibleByArgument {}
-extension Kernel: ExpressibleByArgument {}
+import UpscaleQueue
 
 struct UpscaleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,48 +13,19 @@ struct UpscaleCommand: ParsableCommand {
             Without --width, --height or --scale the video is upscaled 2x. Giving only one side keeps \
             the displayed aspect ratio. The result is written beside the input as "<name> Upscaled.<ext>" \
             and an existing file is never replaced without --overwrite.
+
+            Folders: 'upscale watch DIR' upscales every video dropped into DIR, and \
+            'upscale queue list|retry|cancel|pause|resume DIR' shows and steers its queue \
+            (see 'upscale watch --help', 'upscale queue --help').
             """)
 
     @Argument(help: "Video files to upscale.")
     var inputs: [String]
 
-    @Option(help: "Output width in pixels (displayed width); height follows the aspect ratio when not given.")
-    var width: Int?
-
-    @Option(help: "Output height in pixels; width follows the aspect ratio when not given.")
-    var height: Int?
-
-    @Option(help: "Scale factor for both sides (default 2 when no size is given).")
-    var scale: Double?
+    @OptionGroup var encode: EncodeOptions
 
     @Option(name: .shortAndLong, help: "Output file, or a folder (required to be a folder with several inputs).")
     var output: String?
-
-    @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
-    var codec: VideoCodec?
-
-    @Option(help: "HEVC encoder: auto (a hardware encoder that opens, else libx265), libx265, hevc_nvenc, hevc_vaapi or hevc_qsv.")
-    var encoder = "auto"
-
-    @Option(help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
-    var crf: Int?
-
-    @Option(help: "Encoder preset for hevc/h264, ultrafast … veryslow (default medium).")
-    var preset: String?
-
-    @Option(help: "Worker threads for the upscaler (default: all cores).")
-    var threads: Int?
-
-    @Option(help: "Resampling kernel: lanczos3 (default), lanczos2 or bicubic.")
-    var kernel: Kernel = .lanczos3
-
-    @Flag(inversion: .prefixedNo, help: ArgumentHelp(
-        "Learned edge-directed refinement of luma after Lanczos (default on; exactly 2x, 3x or 4x).",
-        discussion: "Cleaner, straighter edges: +0.31 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes use plain Lanczos."))
-    var refine: Bool?
-
-    @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
-    var deinterlace = false
 
     @Flag(help: "Replace an existing output file.")
     var overwrite = false
@@ -67,73 +36,71 @@ struct UpscaleCommand: ParsableCommand {
     @Flag(help: "Also show FFmpeg's own warnings.")
     var verbose = false
 
-    func validate() throws {
-        if let width, !(OutputSize.minimum...OutputSize.maximum).contains(width) {
-            throw ValidationError("--width must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
-        }
-        if let height, !(OutputSize.minimum...OutputSize.maximum).contains(height) {
-            throw ValidationError("--height must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
-        }
-        if let scale, !(scale > 0 && scale <= 16) {
-            throw ValidationError("--scale must be greater than 0 and at most 16")
-        }
-        if scale != nil && (width != nil || height != nil) {
-            throw ValidationError("give either --scale or --width/--height, not both")
-        }
-        if encoder != "auto" && !EncoderSettings.hevcEncoders.contains(encoder) {
-            throw ValidationError("--encoder must be auto, " + EncoderSettings.hevcEncoders.joined(separator: ", "))
-        }
-        if encoder != "auto" && codec != nil && codec != .hevc {
-            throw ValidationError("--encoder chooses an HEVC encoder; it does not go with --codec \(codec!.rawValue)")
-        }
-        if let crf, !(0...51).contains(crf) {
-            throw ValidationError("--crf must be between 0 and 51")
-        }
-        if let threads, !(1...256).contains(threads) {
-            throw ValidationError("--threads must be between 1 and 256")
-        }
-    }
+    /// Set by the parent on a job's child process: run the single input here and report on this descriptor.
+    @Option(help: .hidden) var childReportFd: Int32?
+
+    /// Set on a child whose parent has several inputs (the output must then be a folder).
+    @Flag(help: .hidden) var childBatch = false
+
+    /// Set by the watch folder: a taken output name becomes "<name> Upscaled 2.<ext>".
+    @Flag(help: .hidden) var uniqueName = false
 
     func run() throws {
         MediaLibrary.configure(verbose: verbose)
+        if let fd = childReportFd {
+            try runChild(reporter: JobReporter(descriptor: fd))
+        } else {
+            try runParent()
+        }
+    }
+
+    /// Each input in its own child process (this binary again), so that nothing a damaged
+    /// file does inside FFmpeg — an assertion, a segfault — can take the whole run down.
+    private func runParent() throws {
         let console = ConsoleOutput(quiet: quiet)
-        var logger = Logger(label: "upscale")
-        logger.logLevel = quiet ? .error : .notice
-        let options = UpscaleOptions(
-            width: width, height: height, scale: scale, output: output,
-            encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
-                                     hevcEncoder: encoder == "auto" ? nil : encoder),
-            kernel: kernel, threads: threads, overwrite: overwrite,
-            refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil,
-            deinterlace: deinterlace)
         let cancel = CancellationFlag()
-        let trap = SignalTrap { cancel.cancel() }
+        let running = RunningChild()
+        let trap = SignalTrap {
+            cancel.cancel()
+            running.terminate()
+        }
         defer { withExtendedLifetime(trap) {} }
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
 
         var failed = 0
         for input in inputs {
             if cancel.isCancelled { break }
-            do {
-                let job = try JobPlanner.plan(input: input, options: options, multipleInputs: inputs.count > 1)
-                job.notices.forEach { logger.notice("\($0)") }
-                let display = ProgressDisplay(title: URL(fileURLWithPath: input).lastPathComponent, console: console)
-                let summary: TranscodeSummary
-                do {
-                    summary = try Transcoder(job: job, logger: logger).run(cancel: cancel, progress: display.update)
-                    display.finish(success: true)
-                } catch {
-                    display.finish(success: false)
-                    throw error
-                }
-                console.line(summaryLine(summary, job: job))
-            } catch let error as UpscaleError where error.kind == .cancelled {
-                console.error(error.message)
-                throw ExitCode(130)
-            } catch let error as UpscaleError where error.kind == .usage {
-                console.error(error.message)
+            var arguments = encode.arguments + ["--child-report-fd", String(JobProcess.reportDescriptor)]
+            if let output { arguments += ["--output", output] }
+            if overwrite { arguments.append("--overwrite") }
+            if verbose { arguments.append("--verbose") }
+            if quiet { arguments.append("--quiet") }
+            if inputs.count > 1 { arguments.append("--child-batch") }
+            arguments += ["--", input]
+
+            let state = ChildState(title: URL(fileURLWithPath: input).lastPathComponent, console: console)
+            let child = try JobProcess(executable: executable, arguments: arguments, onLine: state.handle)
+            running.set(child)
+            let outcome = child.wait()
+            running.set(nil)
+            state.finish(success: outcome == .exited(0))
+            switch outcome {
+            case .exited(0):
+                if let summary = state.summary { console.line(summary) }
+            case .exited(2):
+                state.printError()
                 throw ExitCode(2)
-            } catch {
-                console.error("\(error)")
+            case .exited(130):
+                cancel.cancel()
+            case .exited(let code):
+                state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
+                failed += 1
+            case .signaled(let signal):
+                if let output = state.output {
+                    unlink(PartialFile.temporaryPath(for: output, pid: child.pid))
+                }
+                let at = state.framesDone > 0 ? " after frame \(state.framesDone)" : " before its first frame"
+                console.error("'\(input)': upscaling crashed (\(JobProcess.signalName(signal)))\(at); the file is probably damaged in a way the decoder cannot handle — re-export or trim it (no output was written)")
                 failed += 1
             }
         }
@@ -142,6 +109,41 @@ struct UpscaleCommand: ParsableCommand {
             throw ExitCode(130)
         }
         if failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The child's side: plan and run one input, report on the pipe, exit 0, 1, 2 or 130.
+    private func runChild(reporter: JobReporter) throws {
+        JobProcess.followParent()
+        var logger = Logger(label: "upscale")
+        logger.logLevel = quiet ? .error : .notice
+        var options = encode.upscaleOptions(output: output, overwrite: overwrite)
+        options.uniqueName = uniqueName
+        let cancel = CancellationFlag()
+        let trap = SignalTrap(repeatable: true) { cancel.cancel() }
+        defer { withExtendedLifetime(trap) {} }
+        guard let input = inputs.first else { throw ExitCode(2) }
+        do {
+            var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch)
+            if let text = ProcessInfo.processInfo.environment["UPSCALE_STALL_SECONDS"], let seconds = Double(text) {
+                job.stallSeconds = seconds
+            }
+            job.notices.forEach { logger.notice("\($0)") }
+            reporter.send(JobReport.output(path: job.output, width: job.width, height: job.height).line)
+            let summary = try Transcoder(job: job, logger: logger).run(cancel: cancel) { p in
+                reporter.send(JobReport.progress(done: p.framesDone, total: p.framesTotal, elapsed: p.elapsed).line)
+            }
+            reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job)).line)
+        } catch let error as UpscaleError {
+            reporter.send(JobReport.error(kind: "\(error.kind)", text: error.message).line)
+            switch error.kind {
+            case .cancelled: throw ExitCode(130)
+            case .usage: throw ExitCode(2)
+            default: throw ExitCode(1)
+            }
+        } catch {
+            reporter.send(JobReport.error(kind: "processing", text: "'\(input)': \(error)").line)
+            throw ExitCode(1)
+        }
     }
 
     private func summaryLine(_ s: TranscodeSummary, job: Job) -> String {
@@ -156,17 +158,43 @@ struct UpscaleCommand: ParsableCommand {
     }
 }
 
-/// Argument-parser's own usage errors exit 2, as the README documents; everything else keeps its code.
+/// The folder commands: `upscale watch …` and `upscale queue …`.
+struct FolderCommands: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upscale",
+        abstract: "Upscale the videos dropped into a folder, and steer its queue.",
+        subcommands: [WatchCommand.self, QueueCommand.self])
+}
+
+/// `upscale FILE…` is the plain command; a first argument of `watch` or `queue` picks the
+/// folder commands (a file named so is given as `./watch`). Argument-parser's own usage
+/// errors exit 2, as the README documents; everything else keeps its code.
 @main
 enum Main {
     static func main() {
         LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let first = arguments.first, ["watch", "queue"].contains(first) {
+            run(FolderCommands.self, arguments)
+        } else {
+            run(UpscaleCommand.self, arguments)
+        }
+    }
+
+    static func run<Root: ParsableCommand>(_ root: Root.Type, _ arguments: [String]) -> Never {
         do {
-            var command = try UpscaleCommand.parseAsRoot()
+            var command = try Root.parseAsRoot(arguments)
             try command.run()
+            exit(0)
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+            exit(error.status)
+        } catch let error as WatchError {
+            FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+            exit(1)
         } catch {
-            let code = UpscaleCommand.exitCode(for: error)
-            let message = UpscaleCommand.fullMessage(for: error)
+            let code = Root.exitCode(for: error)
+            let message = Root.fullMessage(for: error)
             if code == .validationFailure {
                 FileHandle.standardError.write(Data((message + "\n").utf8))
                 exit(2)

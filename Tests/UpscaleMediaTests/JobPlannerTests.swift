@@ -18,6 +18,18 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 100, height: nil, scale: 2))
     }
 
+    /// A scale that takes this input's own size out of range is about the file (exit 1, as a
+    /// damaged header claiming a 1x1 picture does), not a usage error.
+    func testScaledSizeOutOfRangeIsAnInputError() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(scale: 0.01))) { error in
+            let e = error as? UpscaleError
+            XCTAssertEqual(e?.kind, .input)
+            XCTAssertEqual(e?.message.hasPrefix("'\(input)' is 768x576, so output width 8 is outside 16...16384; give --width"), true, e?.message ?? "")
+        }
+    }
+
     func testNamingAndContainerRules() throws {
         let dir = try workspace(copying: ["street-2s.mp4", "street-mjpeg.avi", "street-vp9-opus.webm"])
         let mp4 = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path, options: UpscaleOptions())

@@ -1,0 +1,45 @@
+import Foundation
+
+/// Faults the tests inject into a real `upscale` process through the `UPSCALE_TEST_HOOK`
+/// environment variable, to check that each is contained: a decoder that never returns,
+/// a crash at a given frame. Unset (always, outside the tests) it does nothing.
+public enum TestHook: Equatable, Sendable {
+    /// The reading stage stops for good after its first picture.
+    case stall
+    /// The process raises this signal when this many frames are encoded.
+    case crash(signal: Int32, atFrame: Int)
+    /// The watcher kills itself after a job succeeded, before its original is moved.
+    case crashWhileFinishing
+
+    /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
+    /// input, contains that text: one file of a batch can crash while the others run.
+    public static let current: TestHook? = {
+        let env = ProcessInfo.processInfo.environment
+        if let only = env["UPSCALE_TEST_HOOK_ONLY"], !(CommandLine.arguments.last ?? "").contains(only) { return nil }
+        return parse(env["UPSCALE_TEST_HOOK"])
+    }()
+
+    static func parse(_ text: String?) -> TestHook? {
+        guard let text else { return nil }
+        let parts = text.split(separator: ":")
+        switch parts.first {
+        case "stall": return .stall
+        case "watcher-dies-finishing": return .crashWhileFinishing
+        case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+        case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+        default: return nil
+        }
+    }
+
+    static func stallForever() -> Never {
+        while true { sleep(3600) }
+    }
+
+    /// Raises the crash hook's signal once `frames` reaches its frame.
+    public static func crashIfDue(frames: Int) {
+        if case .crash(let sig, let at)? = current, frames >= at {
+            signal(sig, SIG_DFL)
+            raise(sig)
+        }
+    }
+}

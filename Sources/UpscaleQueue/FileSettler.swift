@@ -1,0 +1,89 @@
+import CProcess
+import Foundation
+
+/// Decides when a file dropped into the folder is complete and may be taken:
+/// - its size and modification time are unchanged over checks at least `settle` seconds
+///   apart (two observations, the first and the latest);
+/// - no process on this machine has it open for writing (a scan of /proc/*/fd, see
+///   `OpenWriters`; it catches `cp`, `rsync`, browsers and editors that pause longer
+///   than the settle time while still holding the file open);
+/// - on a network filesystem (NFS, SMB/CIFS: writers on other machines are invisible to
+///   /proc and to inotify) the quiet time is at least `networkSettle` seconds instead;
+/// - FFmpeg can open it (checked by the caller).
+/// The folder is polled (every second by the watcher) rather than watched with inotify:
+/// polling works the same on local disks and network mounts, and a full scan each time
+/// means nothing is missed after a restart or an unmount.
+public final class FileSettler {
+    struct Observation {
+        var size: Int64
+        var modified: Double
+        var since: Double
+    }
+
+    public let settle: Double
+    public let networkSettle: Double
+    private var seen: [String: Observation] = [:]
+
+    public init(settle: Double, networkSettle: Double = 30) {
+        self.settle = settle
+        self.networkSettle = networkSettle
+    }
+
+    /// Files that look complete now, among `files` (path → size, mtime) observed at `now`.
+    /// `network` says whether the folder is on a network filesystem.
+    public func settled(_ files: [String: (size: Int64, modified: Double)], now: Double, network: Bool,
+                        openForWriting: Set<String>) -> [String] {
+        var ready: [String] = []
+        let quiet = network ? max(settle, networkSettle) : settle
+        for (path, stat) in files {
+            if var seen = seen[path], seen.size == stat.size, seen.modified == stat.modified {
+                if now - seen.since >= quiet && !openForWriting.contains(path) { ready.append(path) }
+                if openForWriting.contains(path) { seen.since = now; self.seen[path] = seen }
+            } else {
+                seen[path] = Observation(size: stat.size, modified: stat.modified, since: now)
+            }
+        }
+        for path in seen.keys where files[path] == nil { seen[path] = nil }
+        return ready.sorted()
+    }
+
+    /// Forget a file (taken, or to be looked at afresh).
+    public func forget(_ path: String) { seen[path] = nil }
+
+    /// Files still waiting to settle.
+    public var pending: Int { seen.count }
+}
+
+/// Paths that some process on this machine has open for writing, from /proc/<pid>/fd
+/// (the link target) and /proc/<pid>/fdinfo (the open flags). Processes of other users
+/// are visible to root only; for a watcher running as a normal user, a writer of another
+/// user is caught by the settle time alone.
+public enum OpenWriters {
+    public static func scan(under folder: String) -> Set<String> {
+        var result: Set<String> = []
+        let prefix = folder.hasSuffix("/") ? folder : folder + "/"
+        guard let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return result }
+        let me = String(getpid())
+        for pid in pids where pid.first?.isNumber == true && pid != me {
+            guard let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
+            for fd in fds {
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+                      target.hasPrefix(prefix) else { continue }
+                guard let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
+                      let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
+                      let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) else { continue }
+                if flags & Int(O_ACCMODE) != Int(O_RDONLY) { result.insert(target) }
+            }
+        }
+        return result
+    }
+}
+
+/// Whether `path` is on a network filesystem (NFS, SMB/CIFS, and FUSE mounts such as sshfs).
+public func isNetworkFilesystem(_ path: String) -> Bool {
+    let type = upscale_filesystem_type(path)
+    guard type >= 0 else { return false }
+    let networkTypes: Set<Int> = [0x6969 /* NFS */, 0xFF534D42 /* CIFS */, 0xFE534D42 /* SMB2 */, 0x517B /* SMB */,
+                                  0x65735546 /* FUSE */]
+    return networkTypes.contains(type)
+}

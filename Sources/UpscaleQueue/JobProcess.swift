@@ -1,0 +1,223 @@
+import CProcess
+import Foundation
+
+/// One job in a child process: the same binary, started with arguments that make it run
+/// a single file and report on a pipe (file descriptor 3) instead of drawing on the
+/// terminal. A crash inside a C library (a libav* assertion, a segfault on damaged data)
+/// ends the child only; the parent turns it into a one-line error and cleans up after it.
+///
+/// The child gets its own process group, so a terminal's Ctrl-C reaches the parent alone,
+/// which forwards one SIGTERM (the child then removes its temporary file and exits 130);
+/// the child asks the kernel for SIGTERM when the parent dies, so a parent killed with
+/// SIGKILL never leaves a child writing on its own.
+public final class JobProcess: @unchecked Sendable {
+    public enum Outcome: Equatable, Sendable {
+        case exited(Int32)
+        case signaled(Int32)
+    }
+
+    /// The report pipe's file descriptor in the child.
+    public static let reportDescriptor: Int32 = 3
+
+    public let pid: pid_t
+    private let reader: Thread
+    private let lines = LineCollector()
+
+    /// Starts `executable` with `arguments`; `onLine` gets each line the child writes on
+    /// its report pipe, on a background thread, in order.
+    /// With `log`, the child's stdout and stderr go to that file (appended) instead of ours.
+    public init(executable: String, arguments: [String], environment: [String: String] = [:], log: String? = nil,
+                onLine: @escaping @Sendable (String) -> Void) throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw JobProcessError("cannot create a pipe: \(String(cString: strerror(errno)))") }
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addclose(&actions, readEnd)
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, Self.reportDescriptor)
+        if writeEnd != Self.reportDescriptor { posix_spawn_file_actions_addclose(&actions, writeEnd) }
+        if let log {
+            posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+
+        var env = ProcessInfo.processInfo.environment
+        // A crash is reported by the parent in one line; the Swift runtime's backtrace
+        // (registers, frames) is for developers.
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        env[Self.parentVariable] = String(getpid())
+        for (key, value) in environment { env[key] = value }
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer {
+            envp.forEach { free($0) }
+            argv.forEach { free($0) }
+        }
+        var child = pid_t()
+        let spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        close(writeEnd)
+        guard spawned == 0 else {
+            close(readEnd)
+            throw JobProcessError("cannot start \(executable): \(String(cString: strerror(spawned)))")
+        }
+        pid = child
+        let collector = lines
+        reader = Thread {
+            let handle = FileHandle(fileDescriptor: readEnd, closeOnDealloc: true)
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                    buffer.removeSubrange(buffer.startIndex...newline)
+                    onLine(line)
+                }
+            }
+            collector.close()
+        }
+        reader.start()
+    }
+
+    /// Asks the child to stop (it removes its temporary output and exits 130).
+    public func terminate() { kill(pid, SIGTERM) }
+
+    /// Ends the child at once.
+    public func kill9() { kill(pid, SIGKILL) }
+
+    /// Waits for the child to end and for its last report line to be handled.
+    public func wait() -> Outcome {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        lines.waitClosed()
+        return Self.outcome(status)
+    }
+
+    /// The outcome if the child has ended (its last report line handled), else nil at once.
+    public func poll() -> Outcome? {
+        var status: Int32 = 0
+        let reaped = waitpid(pid, &status, WNOHANG)
+        guard reaped == pid else { return nil }
+        lines.waitClosed()
+        return Self.outcome(status)
+    }
+
+    private static func outcome(_ status: Int32) -> Outcome {
+        let signal = status & 0x7f
+        return signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
+    }
+
+    /// "SIGABRT" for 6, and so on.
+    public static func signalName(_ signal: Int32) -> String {
+        let names: [Int32: String] = [SIGABRT: "SIGABRT", SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE",
+                                      SIGILL: "SIGILL", SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGINT: "SIGINT",
+                                      SIGTRAP: "SIGTRAP", SIGPIPE: "SIGPIPE"]
+        return names[signal] ?? "signal \(signal)"
+    }
+
+    static let parentVariable = "UPSCALE_PARENT_PID"
+
+    /// Called first thing in the child: die with the parent (SIGTERM, so the child still
+    /// cleans up), and stop at once if the parent is already gone.
+    public static func followParent() {
+        // A dead parent's report pipe must not kill the child with SIGPIPE before it has
+        // removed its temporary file: writes then just fail.
+        signal(SIGPIPE, SIG_IGN)
+        _ = upscale_set_parent_death_signal(SIGTERM)
+        if let text = ProcessInfo.processInfo.environment[parentVariable], let parent = pid_t(text), getppid() != parent {
+            exit(130)
+        }
+    }
+}
+
+public struct JobProcessError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+private final class LineCollector: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    func close() { done.signal() }
+    func waitClosed() {
+        done.wait()
+        done.signal()
+    }
+}
+
+/// The child's side of the report pipe: one line per message, written whole.
+public final class JobReporter: @unchecked Sendable {
+    private let fd: Int32
+    private let lock = NSLock()
+
+    public init(descriptor: Int32) { fd = descriptor }
+
+    public func send(_ line: String) {
+        let data = Array((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
+        lock.lock()
+        defer { lock.unlock() }
+        var offset = 0
+        while offset < data.count {
+            let n = data[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}
+
+/// What a job's child process tells its parent, one line each.
+public enum JobReport: Equatable, Sendable {
+    /// The planned output path and picture size (its temporary file is derived from the path and the child's pid).
+    case output(path: String, width: Int, height: Int)
+    case progress(done: Int, total: Int?, elapsed: Double)
+    /// The job succeeded: frames written, and the line to print.
+    case summary(frames: Int, text: String)
+    /// The one-line error the job failed with, and its kind: `output` failures (disk full,
+    /// folder not writable) may pass; `input`, `processing` and `usage` ones will not.
+    case error(kind: String, text: String)
+
+    public var line: String {
+        switch self {
+        case .output(let path, let w, let h): return "output \(w) \(h) \(path)"
+        case .progress(let done, let total, let elapsed): return "progress \(done) \(total ?? -1) \(elapsed)"
+        case .summary(let frames, let text): return "summary \(frames) \(text)"
+        case .error(let kind, let text): return "error \(kind) \(text)"
+        }
+    }
+
+    public init?(line: String) {
+        let parts = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 2 else { return nil }
+        switch parts[0] {
+        case "output":
+            guard parts.count == 4, let w = Int(parts[1]), let h = Int(parts[2]) else { return nil }
+            self = .output(path: parts[3], width: w, height: h)
+        case "summary":
+            let rest = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard rest.count == 3, let frames = Int(rest[1]) else { return nil }
+            self = .summary(frames: frames, text: rest[2])
+        case "error":
+            let rest = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard rest.count == 3 else { return nil }
+            self = .error(kind: rest[1], text: rest[2])
+        case "progress":
+            guard parts.count == 4, let done = Int(parts[1]), let total = Int(parts[2]), let elapsed = Double(parts[3]) else { return nil }
+            self = .progress(done: done, total: total >= 0 ? total : nil, elapsed: elapsed)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+public enum JobState: String, Codable, Sendable, CaseIterable {
+    case queued, running
+    /// The child succeeded; the output is being checked and the original moved. A crash
+    /// here is finished on restart from what the store says, never by guessing.
+    case finishing
+    case done, failed, cancelled
+}
+
+/// One file's job as the store keeps it.
+public struct JobRecord: Codable, Sendable, Equatable {
+    public var id: Int64
+    /// The input, relative to the watched folder.
+    public var source: String
+    public var size: Int64
+    public var modified: Double
+    public var state: JobState
+    /// Runs started (a run ended by the watcher's own shutdown is not counted).
+    public var attempts: Int
+    /// Runs whose child process died from a signal.
+    public var crashes: Int
+    /// The encode options it was queued with, as command-line arguments.
+    public var settings: [String]
+    /// The final output path, relative to the folder, once chosen.
+    public var output: String?
+    public var error: String?
+    public var framesDone: Int
+    public var framesTotal: Int?
+    public var fps: Double?
+    public var owner: String?
+    public var leaseExpires: Double?
+    /// A queued job is not claimed before this time (retry backoff).
+    public var notBefore: Double?
+    public var created: Double
+    public var updated: Double
+    /// When the current (or last) run started.
+    public var started: Double?
+    /// Where a failed job's original was moved (Failed/…), for `queue retry` to bring it back.
+    public var movedTo: String?
+}
+
+/// A running job and the token every write about it must carry. A worker whose lease
+/// expired (and whose job was taken over) finds its token gone: its writes are refused.
+public struct JobClaim: Sendable {
+    public let job: JobRecord
+    public let token: String
+}
+
+public struct JobProgress: Sendable {
+    public var framesDone: Int
+    public var framesTotal: Int?
+    public var fps: Double?
+    public init(framesDone: Int, framesTotal: Int?, fps: Double?) {
+        self.framesDone = framesDone
+        self.framesTotal = framesTotal
+        self.fps = fps
+    }
+}
+
+/// Where jobs live: the folder's SQLite file, or (later) a shared PostgreSQL queue.
+/// Every state change is one atomic write; a claim is exclusive and carries a lease.
+public protocol JobStore: AnyObject {
+    /// Queues `source` unless a job for the same file (path, size, time) is queued, running,
+    /// finishing, or was cancelled. Returns the new job, or nil.
+    func enqueue(source: String, size: Int64, modified: Double, settings: [String]) throws -> JobRecord?
+    /// Takes the oldest claimable queued job (none while the queue is paused).
+    func claim(owner: String, lease: Double, now: Double) throws -> JobClaim?
+    /// Progress and a renewed lease; false when the claim is no longer valid (cancelled, or taken over).
+    func heartbeat(_ claim: JobClaim, progress: JobProgress, lease: Double, now: Double) throws -> Bool
+    /// Records the chosen output path.
+    func setOutput(_ claim: JobClaim, output: String) throws -> Bool
+    /// The child succeeded: state `finishing` until `finish` after the output is checked.
+    func markFinishing(_ claim: JobClaim, now: Double) throws -> Bool
+    /// A job whose watcher died after its child succeeded (the output exists): check and finish it.
+    func markFinishing(id: Int64, now: Double) throws
+    func finish(id: Int64, now: Double) throws
+    /// A failure: `retryAt` queues it again (transient), nil fails it for good.
+    func fail(_ claim: JobClaim, error: String, crashed: Bool, retryAt: Double?, movedTo: String?, now: Double) throws -> Bool
+    /// A failed job queued again from its original's new place (`queue retry`).
+    func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool
+    /// Back to queued without counting the run (the watcher is shutting down).
+    func release(_ claim: JobClaim, now: Double) throws
+    /// Running jobs whose lease ran out go back to the queue.
+    func requeueExpired(now: Double) throws -> Int
+    /// Every running (and, with `finishing`, finishing) job goes back to the queue: the caller
+    /// holds the folder's lock, so their watcher is gone.
+    func requeueAbandoned(id: Int64?, now: Double) throws -> Int
+    func job(id: Int64) throws -> JobRecord?
+    func list() throws -> [JobRecord]
+    /// Failed (and cancelled) jobs of these sources, or all when empty, are queued again.
+    func retry(sources: [String], now: Double) throws -> Int
+    /// Queued and running jobs of these sources become cancelled.
+    func cancel(sources: [String], now: Double) throws -> Int
+    func setPaused(_ paused: Bool) throws
+    func isPaused() throws -> Bool
+    func setting(_ key: String) throws -> String?
+    func setSetting(_ key: String, _ value: String) throws
+}

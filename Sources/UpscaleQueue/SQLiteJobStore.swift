@@ -1,0 +1,229 @@
+import Foundation
+
+/// The watch folder's job store: `<folder>/.upscale/queue.sqlite`. Each call opens no
+/// transaction longer than itself; claims take SQLite's write lock first (BEGIN IMMEDIATE),
+/// so two claimers, in one process or several, never get the same job.
+public final class SQLiteJobStore: JobStore {
+    private let db: SQLiteDatabase
+    private let lock = NSLock()
+    public let path: String
+
+    static let schemaVersion = 1
+
+    public init(path: String) throws {
+        self.path = path
+        db = try SQLiteDatabase(path: path)
+        try db.transaction {
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS jobs (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    source TEXT NOT NULL, size INTEGER NOT NULL, modified REAL NOT NULL,
+                    state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, crashes INTEGER NOT NULL DEFAULT 0,
+                    settings TEXT NOT NULL, output TEXT, error TEXT,
+                    frames_done INTEGER NOT NULL DEFAULT 0, frames_total INTEGER, fps REAL,
+                    owner TEXT, token TEXT, lease_expires REAL, not_before REAL,
+                    created REAL NOT NULL, updated REAL NOT NULL, started REAL, moved_to TEXT);
+                CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, id);
+                CREATE INDEX IF NOT EXISTS jobs_source ON jobs(source);
+                """)
+            let version = try db.query("SELECT value FROM meta WHERE key = 'schema'").first?["value"]?.string
+            if version == nil {
+                try db.query("INSERT INTO meta(key, value) VALUES('schema', ?)", [String(Self.schemaVersion)])
+            } else if let version, Int(version) ?? 0 > Self.schemaVersion {
+                throw SQLiteError(description: "the job store '\(path)' was written by a newer upscale (schema \(version)); update upscale")
+            }
+        }
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    private static func record(_ row: [String: SQLValue]) -> JobRecord {
+        let settingsText = row["settings"]?.string ?? "[]"
+        let settings = (try? JSONDecoder().decode([String].self, from: Data(settingsText.utf8))) ?? []
+        return JobRecord(
+            id: row["id"]?.int64 ?? 0, source: row["source"]?.string ?? "", size: row["size"]?.int64 ?? 0,
+            modified: row["modified"]?.double ?? 0, state: JobState(rawValue: row["state"]?.string ?? "") ?? .failed,
+            attempts: row["attempts"]?.int ?? 0, crashes: row["crashes"]?.int ?? 0, settings: settings,
+            output: row["output"]?.string, error: row["error"]?.string,
+            framesDone: row["frames_done"]?.int ?? 0, framesTotal: row["frames_total"]?.int, fps: row["fps"]?.double,
+            owner: row["owner"]?.string, leaseExpires: row["lease_expires"]?.double, notBefore: row["not_before"]?.double,
+            created: row["created"]?.double ?? 0, updated: row["updated"]?.double ?? 0,
+            started: row["started"]?.double, movedTo: row["moved_to"]?.string)
+    }
+
+    public func enqueue(source: String, size: Int64, modified: Double, settings: [String]) throws -> JobRecord? {
+        try locked {
+            try db.transaction {
+                let existing = try db.query("""
+                    SELECT id FROM jobs WHERE source = ? AND (state IN ('queued', 'running', 'finishing')
+                        OR (state = 'cancelled' AND size = ? AND modified = ?)) LIMIT 1
+                    """, [source, size, modified])
+                guard existing.isEmpty else { return nil }
+                let json = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
+                let now = Date().timeIntervalSince1970
+                try db.query("""
+                    INSERT INTO jobs(source, size, modified, state, settings, created, updated)
+                    VALUES(?, ?, ?, 'queued', ?, ?, ?)
+                    """, [source, size, modified, json, now, now])
+                return try db.query("SELECT * FROM jobs WHERE id = last_insert_rowid()").first.map(Self.record)
+            }
+        }
+    }
+
+    public func claim(owner: String, lease: Double, now: Double) throws -> JobClaim? {
+        try locked {
+            try db.transaction {
+                if try db.query("SELECT value FROM meta WHERE key = 'paused'").first?["value"]?.string == "1" { return nil }
+                guard let row = try db.query("""
+                    SELECT * FROM jobs WHERE state = 'queued' AND (not_before IS NULL OR not_before <= ?)
+                    ORDER BY id LIMIT 1
+                    """, [now]).first else { return nil }
+                let token = UUID().uuidString
+                try db.query("""
+                    UPDATE jobs SET state = 'running', owner = ?, token = ?, lease_expires = ?, attempts = attempts + 1,
+                        frames_done = 0, fps = NULL, error = NULL, not_before = NULL, updated = ?, started = ? WHERE id = ?
+                    """, [owner, token, now + lease, now, now, row["id"]?.int64 ?? 0])
+                let job = try db.query("SELECT * FROM jobs WHERE id = ?", [row["id"]?.int64 ?? 0]).first.map(Self.record)!
+                return JobClaim(job: job, token: token)
+            }
+        }
+    }
+
+    /// An UPDATE that applies only while `claim` still holds the job.
+    private func update(_ claim: JobClaim, _ assignments: String, _ values: [SQLBindable], states: String = "'running'") throws -> Bool {
+        try locked {
+            try db.query("UPDATE jobs SET \(assignments) WHERE id = ? AND token = ? AND state IN (\(states))",
+                         values + [claim.job.id, claim.token])
+            return db.changes == 1
+        }
+    }
+
+    public func heartbeat(_ claim: JobClaim, progress: JobProgress, lease: Double, now: Double) throws -> Bool {
+        try update(claim, "frames_done = ?, frames_total = ?, fps = ?, lease_expires = ?, updated = ?",
+                   [progress.framesDone, progress.framesTotal, progress.fps, now + lease, now])
+    }
+
+    public func setOutput(_ claim: JobClaim, output: String) throws -> Bool {
+        try update(claim, "output = ?", [output])
+    }
+
+    public func markFinishing(_ claim: JobClaim, now: Double) throws -> Bool {
+        try update(claim, "state = 'finishing', lease_expires = NULL, updated = ?", [now])
+    }
+
+    public func markFinishing(id: Int64, now: Double) throws {
+        try locked {
+            try db.query("UPDATE jobs SET state = 'finishing', lease_expires = NULL, updated = ? WHERE id = ? AND state = 'running'", [now, id])
+        }
+    }
+
+    public func finish(id: Int64, now: Double) throws {
+        try locked {
+            try db.query("UPDATE jobs SET state = 'done', token = NULL, owner = NULL, updated = ? WHERE id = ? AND state = 'finishing'", [now, id])
+        }
+    }
+
+    public func fail(_ claim: JobClaim, error: String, crashed: Bool, retryAt: Double?, movedTo: String?, now: Double) throws -> Bool {
+        try update(claim, """
+            state = ?, error = ?, crashes = crashes + ?, not_before = ?, token = NULL, owner = NULL,
+            lease_expires = NULL, updated = ?, moved_to = ?
+            """, [retryAt == nil ? "failed" : "queued", error, crashed ? 1 : 0, retryAt, now, movedTo], states: "'running', 'finishing'")
+    }
+
+    public func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool {
+        try locked {
+            try db.query("""
+                UPDATE jobs SET state = 'queued', source = ?, size = ?, modified = ?, attempts = 0, crashes = 0, error = NULL,
+                    not_before = NULL, moved_to = NULL, output = NULL, updated = ? WHERE id = ? AND state IN ('failed', 'cancelled')
+                """, [source, size, modified, now, id])
+            return db.changes == 1
+        }
+    }
+
+    public func release(_ claim: JobClaim, now: Double) throws {
+        _ = try update(claim, """
+            state = 'queued', attempts = MAX(attempts - 1, 0), token = NULL, owner = NULL, lease_expires = NULL,
+            frames_done = 0, fps = NULL, updated = ?
+            """, [now])
+    }
+
+    public func requeueExpired(now: Double) throws -> Int {
+        try locked {
+            try db.query("""
+                UPDATE jobs SET state = 'queued', token = NULL, owner = NULL, lease_expires = NULL, frames_done = 0,
+                    fps = NULL, updated = ? WHERE state = 'running' AND lease_expires < ?
+                """, [now, now])
+            return db.changes
+        }
+    }
+
+    public func requeueAbandoned(id: Int64?, now: Double) throws -> Int {
+        try locked {
+            if let id {
+                try db.query("""
+                    UPDATE jobs SET state = 'queued', token = NULL, owner = NULL, lease_expires = NULL, frames_done = 0,
+                        fps = NULL, updated = ? WHERE id = ? AND state IN ('running', 'finishing')
+                    """, [now, id])
+            } else {
+                try db.query("""
+                    UPDATE jobs SET state = 'queued', token = NULL, owner = NULL, lease_expires = NULL, frames_done = 0,
+                        fps = NULL, updated = ? WHERE state = 'running'
+                    """, [now])
+            }
+            return db.changes
+        }
+    }
+
+    public func job(id: Int64) throws -> JobRecord? {
+        try locked { try db.query("SELECT * FROM jobs WHERE id = ?", [id]).first.map(Self.record) }
+    }
+
+    public func list() throws -> [JobRecord] {
+        try locked { try db.query("SELECT * FROM jobs ORDER BY id").map(Self.record) }
+    }
+
+    private func sourceFilter(_ sources: [String]) -> (String, [SQLBindable]) {
+        sources.isEmpty ? ("", []) : (" AND source IN (\(sources.map { _ in "?" }.joined(separator: ",")))", sources)
+    }
+
+    public func retry(sources: [String], now: Double) throws -> Int {
+        let (filter, values) = sourceFilter(sources)
+        return try locked {
+            try db.query("""
+                UPDATE jobs SET state = 'queued', attempts = 0, crashes = 0, error = NULL, not_before = NULL, updated = ?
+                WHERE state IN ('failed', 'cancelled')\(filter)
+                """, [now] + values)
+            return db.changes
+        }
+    }
+
+    public func cancel(sources: [String], now: Double) throws -> Int {
+        let (filter, values) = sourceFilter(sources)
+        return try locked {
+            try db.query("""
+                UPDATE jobs SET state = 'cancelled', token = NULL, owner = NULL, lease_expires = NULL, updated = ?
+                WHERE state IN ('queued', 'running')\(filter)
+                """, [now] + values)
+            return db.changes
+        }
+    }
+
+    public func setPaused(_ paused: Bool) throws { try setSetting("paused", paused ? "1" : "0") }
+
+    public func isPaused() throws -> Bool { try setting("paused") == "1" }
+
+    public func setting(_ key: String) throws -> String? {
+        try locked { try db.query("SELECT value FROM meta WHERE key = ?", [key]).first?["value"]?.string }
+    }
+
+    public func setSetting(_ key: String, _ value: String) throws {
+        try locked {
+            try db.query("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [key, value])
+        }
+    }
+}

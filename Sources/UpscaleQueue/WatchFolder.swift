@@ -1,0 +1,115 @@
+import Foundation
+
+/// The layout of a watched folder: the inbox itself, `Upscaled/`, `Originals/`, `Failed/`,
+/// and `.upscale/` with the job store, the lock and each job's log.
+public struct WatchFolder: Sendable {
+    public let root: String
+    public init(root: String) {
+        self.root = URL(fileURLWithPath: root).standardizedFileURL.path
+    }
+
+    public var upscaled: String { root + "/Upscaled" }
+    public var originals: String { root + "/Originals" }
+    public var failed: String { root + "/Failed" }
+    public var state: String { root + "/.upscale" }
+    public var storePath: String { state + "/queue.sqlite" }
+    public var lockPath: String { state + "/watch.lock" }
+    public var logs: String { state + "/logs" }
+
+    /// Folders the watcher owns: never scanned for input.
+    public static let ownFolders: Set<String> = ["Upscaled", "Originals", "Failed", ".upscale"]
+
+    public func path(_ relative: String) -> String { root + "/" + relative }
+
+    /// The folder under `base` that mirrors where `relative` sits in the inbox:
+    /// `Upscaled` for "a.mov", `Upscaled/trip` for "trip/a.mov".
+    public func mirror(_ base: String, of relative: String) -> String {
+        guard let slash = relative.lastIndex(of: "/") else { return base }
+        return base + "/" + relative[..<slash]
+    }
+
+    /// The store, creating `.upscale/` when `create` (the watcher); `upscale queue` only opens an existing one.
+    public func openStore(create: Bool) throws -> SQLiteJobStore {
+        if !FileManager.default.fileExists(atPath: storePath) {
+            guard create else { throw WatchError("'\(root)' has no queue yet (no .upscale/queue.sqlite); start 'upscale watch \(root)' first") }
+            try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+        }
+        return try SQLiteJobStore(path: storePath)
+    }
+
+    /// Whether the folder is there and readable (an unmounted share or a renamed folder is not).
+    public var isAvailable: Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) && isDirectory.boolValue
+            && access(root, R_OK | W_OK | X_OK) == 0 && FileManager.default.fileExists(atPath: state)
+    }
+}
+
+public struct WatchError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// An exclusive lock on `.upscale/watch.lock` (flock): one watcher per folder. The kernel
+/// drops it when the process dies, however it dies.
+public final class FolderLock {
+    private let fd: Int32
+
+    public init(folder: WatchFolder) throws {
+        try FileManager.default.createDirectory(atPath: folder.state, withIntermediateDirectories: true)
+        fd = open(folder.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw WatchError("cannot create '\(folder.lockPath)': \(String(cString: strerror(errno)))") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? String(contentsOfFile: folder.lockPath, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            close(fd)
+            throw WatchError("'\(folder.root)' is already being watched\(holder.isEmpty ? "" : " by \(holder)"); stop that watcher first (queue commands work alongside it)")
+        }
+        ftruncate(fd, 0)
+        let text = "process \(getpid())\n"
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+    }
+
+    deinit { close(fd) }
+}
+
+/// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.
+enum SafeFiles {
+    /// `name` in `folder`, or `stem N.ext` for the first N ≥ 2 not taken.
+    static func freeName(_ name: String, in folder: String) -> String {
+        let url = URL(fileURLWithPath: name)
+        let ext = url.pathExtension
+        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        var candidate = name
+        var n = 2
+        while FileManager.default.fileExists(atPath: folder + "/" + candidate) {
+            candidate = ext.isEmpty ? "\(stem) \(n)" : "\(stem) \(n).\(ext)"
+            n += 1
+        }
+        return candidate
+    }
+
+    /// Renames `from` into `folder` under a free name (creating the folder), syncs both
+    /// folders, and returns the new path. Same filesystem only: the file is never copied.
+    static func move(_ from: String, into folder: String) throws -> String {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let name = freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
+        let to = folder + "/" + name
+        // link + unlink instead of rename: link fails rather than replace a file that appeared meanwhile.
+        if link(from, to) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw WatchError("cannot move '\(from)' to '\(folder)': \(reason)")
+        }
+        unlink(from)
+        syncFolder(folder)
+        syncFolder(URL(fileURLWithPath: from).deletingLastPathComponent().path)
+        return to
+    }
+
+    static func syncFolder(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+}

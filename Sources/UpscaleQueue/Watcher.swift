@@ -1,0 +1,494 @@
+import Foundation
+import UpscaleMedia
+
+/// How a folder is watched.
+public struct WatchConfiguration: Sendable {
+    public var folder: WatchFolder
+    /// Encode options for jobs queued from now on, as command-line arguments.
+    public var settings: [String]
+    /// The `upscale` binary that runs each job.
+    public var executable: String
+    public var jobs = 1
+    public var once = false
+    public var settle = 5.0
+    public var recursive = false
+    public var execAfter: String?
+    /// A child that reports no new frame for this long is killed and its job retried.
+    public var stallSeconds = 600.0
+    public var poll = 1.0
+    /// How often a vanished folder is looked for again.
+    public var unavailableRetry = 30.0
+    public var lease = 30.0
+    public var maxAttempts = 3
+    /// First retry delay of a transient failure; doubled each attempt.
+    public var backoff = 10.0
+    /// Environment added to each job's child (the tests' fault hooks).
+    public var childEnvironment: [String: String] = [:]
+
+    public init(folder: WatchFolder, settings: [String], executable: String) {
+        self.folder = folder
+        self.settings = settings
+        self.executable = executable
+    }
+}
+
+/// Turns files dropped into a folder into jobs and runs them, each in its own child
+/// process, until stopped (or, with `once`, until nothing is left to do).
+public final class Watcher: @unchecked Sendable {
+    public static let videoExtensions: Set<String> = ["mov", "mp4", "m4v", "mkv", "avi", "webm", "mpg", "mpeg", "ts", "mts",
+                                                      "m2ts", "flv", "wmv", "3gp", "mxf", "dv", "ogv", "vob", "y4m", "qt"]
+    static let junkNames: Set<String> = [".ds_store", "thumbs.db", "desktop.ini"]
+    static let junkSuffixes = [".part", ".crdownload", ".tmp", ".!qb", ".partial", ".download"]
+
+    let config: WatchConfiguration
+    let store: JobStore
+    private let say: @Sendable (String) -> Void
+    private let settler: FileSettler
+    private let owner = "\(ProcessInfo.processInfo.hostName):\(getpid())"
+    private let lock = NSLock()
+    private var running: [Int64: RunningJob] = [:]
+    private var ignoredOnce: Set<String> = []
+    private var failedThisRun = 0
+    private var folderWasAvailable = true
+
+    public init(config: WatchConfiguration, store: JobStore, say: @escaping @Sendable (String) -> Void) {
+        self.config = config
+        self.store = store
+        self.say = say
+        settler = FileSettler(settle: config.settle)
+    }
+
+    /// Runs until `stop` is set (then the running jobs are stopped and queued again) or, with
+    /// `once`, until no job is queued or running and no file is settling. Returns the exit
+    /// status: 0, or 1 when a job failed in a `once` run.
+    public func run(stop: CancellationFlag) throws -> Int32 {
+        let now = Date().timeIntervalSince1970
+        // This process holds the folder's lock: every running job in the store belongs to a
+        // watcher that is gone. They run again from the start.
+        for job in try store.list() where job.state == .running {
+            if let output = job.output, FileManager.default.fileExists(atPath: config.folder.path(output)) {
+                try store.markFinishing(id: job.id, now: now)
+            }
+        }
+        let abandoned = try store.requeueAbandoned(id: nil, now: now)
+        if abandoned > 0 { say("\(abandoned) job(s) interrupted by the last watcher go back to the queue") }
+        try recoverFinishing()
+        var lastRescan = 0.0
+        while !stop.isCancelled {
+            let now = Date().timeIntervalSince1970
+            guard config.folder.isAvailable else {
+                if folderWasAvailable {
+                    say("'\(config.folder.root)' is not reachable (unmounted or renamed?); pausing, nothing in the queue changes; retrying every \(Int(config.unavailableRetry)) s")
+                    folderWasAvailable = false
+                }
+                sleepWatching(config.unavailableRetry, stop: stop)
+                continue
+            }
+            if !folderWasAvailable {
+                say("'\(config.folder.root)' is back; resuming")
+                folderWasAvailable = true
+            }
+            _ = try store.requeueExpired(now: now)
+            if now - lastRescan >= config.poll {
+                try scan(now: now)
+                lastRescan = now
+            }
+            while runningCount < config.jobs, !stop.isCancelled, let claim = try store.claim(owner: owner, lease: config.lease, now: now) {
+                start(claim)
+            }
+            if config.once && runningCount == 0 && settler.pending == 0 {
+                let open = try store.list().filter { [.queued, .running, .finishing].contains($0.state) }
+                // Jobs waiting out a retry delay still count; a paused queue ends a once-run.
+                let paused = try store.isPaused()
+                if open.isEmpty || (paused && open.allSatisfy { $0.state == .queued }) { break }
+            }
+            sleepWatching(min(config.poll, 0.25), stop: stop)
+        }
+        if stop.isCancelled {
+            let jobs = lock.withLock { Array(running.values) }
+            if !jobs.isEmpty { say("stopping: \(jobs.count) running job(s) go back to the queue") }
+            jobs.forEach { $0.stopForShutdown() }
+        }
+        while runningCount > 0 { usleep(50_000) }
+        return config.once && failedThisRun > 0 ? 1 : 0
+    }
+
+    private var runningCount: Int { lock.withLock { running.count } }
+
+    private func sleepWatching(_ seconds: Double, stop: CancellationFlag) {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end && !stop.isCancelled { usleep(50_000) }
+    }
+
+    // MARK: scanning
+
+    /// Relative paths of candidate files with their size and modification time.
+    private func candidates() -> [String: (size: Int64, modified: Double)] {
+        var found: [String: (Int64, Double)] = [:]
+        let root = config.folder.root
+        func walk(_ relative: String) {
+            let dir = relative.isEmpty ? root : root + "/" + relative
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return }
+            for name in names {
+                if relative.isEmpty && WatchFolder.ownFolders.contains(name) { continue }
+                let rel = relative.isEmpty ? name : relative + "/" + name
+                var info = stat()
+                guard lstat(dir + "/" + name, &info) == 0 else { continue }
+                if (info.st_mode & S_IFMT) == S_IFDIR {
+                    if config.recursive && !name.hasPrefix(".") { walk(rel) }
+                    continue
+                }
+                guard (info.st_mode & S_IFMT) == S_IFREG, !Self.isJunk(name) else { continue }
+                let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
+                guard Self.videoExtensions.contains(ext) else {
+                    if !ignoredOnce.contains(rel) {
+                        ignoredOnce.insert(rel)
+                        say("ignoring '\(rel)': not a video file")
+                    }
+                    continue
+                }
+                let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+                found[rel] = (Int64(info.st_size), modified)
+            }
+        }
+        walk("")
+        return found
+    }
+
+    static func isJunk(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return name.hasPrefix(".") || junkNames.contains(lower) || junkSuffixes.contains { lower.hasSuffix($0) } || name.hasPrefix("~$")
+    }
+
+    private func scan(now: Double) throws {
+        let files = candidates()
+        let active = Set(try store.list().filter { [.queued, .running, .finishing].contains($0.state) }.map(\.source))
+        let waiting = files.filter { !active.contains($0.key) }
+        guard !waiting.isEmpty else {
+            _ = settler.settled([:], now: now, network: false, openForWriting: [])
+            return
+        }
+        let writers = OpenWriters.scan(under: config.folder.root)
+        let writing = Set(waiting.keys.filter { writers.contains(config.folder.path($0)) })
+        let network = isNetworkFilesystem(config.folder.root)
+        for rel in settler.settled(waiting, now: now, network: network, openForWriting: writing) {
+            let stat = waiting[rel]!
+            if let job = try store.enqueue(source: rel, size: stat.size, modified: stat.modified, settings: config.settings) {
+                say("queued '\(rel)' (\(Self.megabytes(stat.size)), job \(job.id))")
+            }
+            settler.forget(rel)
+        }
+    }
+
+    static func megabytes(_ bytes: Int64) -> String { String(format: "%.1f MB", Double(bytes) / 1_000_000) }
+
+    // MARK: running
+
+    private func start(_ claim: JobClaim) {
+        let job = RunningJob(claim: claim, watcher: self)
+        lock.withLock { running[claim.job.id] = job }
+        Thread.detachNewThread {
+            job.run()
+            self.lock.withLock { self.running[claim.job.id] = nil }
+        }
+    }
+
+    func jobFailed() { lock.withLock { failedThisRun += 1 } }
+
+    func log(_ text: String) { say(text) }
+
+    /// Jobs whose child succeeded but whose finish (check, move of the original) was cut
+    /// short by a crash: finished now from what the store recorded.
+    private func recoverFinishing() throws {
+        for job in try store.list() where job.state == .finishing {
+            let source = config.folder.path(job.source)
+            let now = Date().timeIntervalSince1970
+            if FileManager.default.fileExists(atPath: source) {
+                guard let output = job.output, (try? Self.check(output: config.folder.path(output), source: source, planned: nil, frames: nil)) != nil else {
+                    // No finished output to keep: run the job again (a partial one is moved aside, never used).
+                    if let output = job.output, FileManager.default.fileExists(atPath: config.folder.path(output)) {
+                        _ = try? SafeFiles.move(config.folder.path(output), into: config.folder.failed)
+                    }
+                    _ = try store.requeueAbandoned(id: job.id, now: now)
+                    say("job \(job.id) ('\(job.source)') was interrupted while finishing; it runs again")
+                    continue
+                }
+                let moved = try SafeFiles.move(source, into: config.folder.mirror(config.folder.originals, of: job.source))
+                say("recovered job \(job.id): '\(output)' checked, original moved to '\(moved)'")
+            }
+            try store.finish(id: job.id, now: now)
+        }
+    }
+
+    /// The output opens, has the planned picture size, as many frames as the job wrote, and
+    /// lasts as long as the input (within a second or three frames).
+    static func check(output: String, source: String, planned: (width: Int, height: Int)?, frames: Int?) throws {
+        let info = try MediaProbe.info(output)
+        let name = URL(fileURLWithPath: output).lastPathComponent
+        guard let video = info.video else { throw WatchError("the output '\(name)' has no video") }
+        if let planned, video.width != planned.width || video.height != planned.height {
+            throw WatchError("the output '\(name)' is \(video.width)x\(video.height), not the planned \(planned.width)x\(planned.height)")
+        }
+        let packets = try MediaProbe.packets(output, stream: video.index).count
+        if let frames, packets != frames {
+            throw WatchError("the output '\(name)' has \(packets) frames; the job wrote \(frames)")
+        }
+        if let input = try? MediaProbe.info(source), input.duration > 0, info.duration > 0 {
+            let frame = video.frameRate > 0 ? 1 / video.frameRate : 0.1
+            guard abs(input.duration - info.duration) <= max(1.0, 3 * frame) else {
+                throw WatchError("the output '\(name)' lasts \(String(format: "%.2f", info.duration)) s, the input \(String(format: "%.2f", input.duration)) s")
+            }
+        }
+    }
+}
+
+/// One claimed job: its child process, heartbeats, and what happens after.
+final class RunningJob: @unchecked Sendable {
+    let claim: JobClaim
+    unowned let watcher: Watcher
+    private let lock = NSLock()
+    private var child: JobProcess?
+    private var shuttingDown = false
+    private var output: (path: String, width: Int, height: Int)?
+    private var frames = 0
+    private var total: Int?
+    private var elapsed = 0.0
+    private var summaryFrames: Int?
+    private var error: (kind: String, text: String)?
+    private var lastFrameAt = Date()
+
+    init(claim: JobClaim, watcher: Watcher) {
+        self.claim = claim
+        self.watcher = watcher
+    }
+
+    private var config: WatchConfiguration { watcher.config }
+    private var store: JobStore { watcher.store }
+    private var now: Double { Date().timeIntervalSince1970 }
+
+    func stopForShutdown() {
+        lock.withLock {
+            shuttingDown = true
+            child?.terminate()
+        }
+    }
+
+    private func handle(_ line: String) {
+        guard let report = JobReport(line: line) else { return }
+        lock.withLock {
+            switch report {
+            case .output(let path, let w, let h): output = (path, w, h)
+            case .progress(let done, let t, let e):
+                if done != frames { lastFrameAt = Date() }
+                frames = done
+                total = t
+                elapsed = e
+            case .summary(let f, _): summaryFrames = f
+            case .error(let kind, let text): error = (kind, text)
+            }
+        }
+    }
+
+    func run() {
+        let job = claim.job
+        let source = config.folder.path(job.source)
+        let started = Date()
+        let outputFolder = config.folder.mirror(config.folder.upscaled, of: job.source)
+        watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
+        do {
+            try FileManager.default.createDirectory(atPath: outputFolder, withIntermediateDirectories: true)
+        } catch {
+            finishFailed(reason: "cannot create '\(outputFolder)': \(error)", detail: "", transient: true, crashed: false)
+            return
+        }
+        guard FileManager.default.fileExists(atPath: source) else {
+            finishFailed(reason: "'\(job.source)' disappeared from the folder before it was upscaled", detail: "", transient: false, crashed: false, move: false)
+            return
+        }
+        let logPath = config.folder.logs + "/job-\(job.id).log"
+        let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name",
+                                        "--output", outputFolder + "/", "--", source]
+        let process: JobProcess
+        do {
+            process = try JobProcess(executable: config.executable, arguments: arguments, environment: config.childEnvironment,
+                                     log: logPath) { [weak self] in self?.handle($0) }
+        } catch {
+            finishFailed(reason: "\(error)", detail: "", transient: true, crashed: false)
+            return
+        }
+        lock.withLock { child = process }
+        var outcome: JobProcess.Outcome?
+        var lastBeat = Date.distantPast
+        var outputStored = false
+        var stalled = false
+        var cancelled = false
+        while outcome == nil {
+            outcome = process.poll()
+            if outcome != nil { break }
+            usleep(100_000)
+            if !outputStored, let planned = lock.withLock({ output }) {
+                outputStored = true
+                _ = try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))
+            }
+            if Date().timeIntervalSince(lastBeat) >= 1 {
+                lastBeat = Date()
+                let (done, t, e) = lock.withLock { (frames, total, elapsed) }
+                let valid = (try? store.heartbeat(claim, progress: JobProgress(framesDone: done, framesTotal: t, fps: e > 0 ? Double(done) / e : nil),
+                                                  lease: config.lease, now: now)) ?? true
+                if !valid && !cancelled {
+                    cancelled = true
+                    watcher.log("cancel '\(job.source)': stopping its job")
+                    process.terminate()
+                }
+            }
+            if !stalled, Date().timeIntervalSince(lock.withLock { lastFrameAt }) > config.stallSeconds {
+                stalled = true
+                watcher.log("'\(job.source)' made no progress for \(Int(config.stallSeconds)) s; killing its job")
+                process.kill9()
+            }
+        }
+        lock.withLock { child = nil }
+        let seconds = Date().timeIntervalSince(started)
+        let planned = lock.withLock { output }
+        // A child that died left its temporary file; remove it (the next run would too).
+        if let planned, outcome != .exited(0) {
+            unlink(PartialFile.temporaryPath(for: planned.path, pid: process.pid))
+        }
+        let logTail = Self.tail(of: logPath, lines: 20)
+        if cancelled { return }
+        if lock.withLock({ shuttingDown }) {
+            try? store.release(claim, now: now)
+            return
+        }
+        switch outcome! {
+        case .exited(0):
+            guard let planned else {
+                finishFailed(reason: "the job ended without naming its output", detail: logTail, transient: true, crashed: false)
+                return
+            }
+            finishSucceeded(output: planned, seconds: seconds, logTail: logTail)
+        case .signaled(let signal):
+            let name = JobProcess.signalName(signal)
+            if stalled {
+                finishFailed(reason: "no new frame for \(Int(config.stallSeconds)) s; killed (\(name))", detail: logTail, transient: true, crashed: false, status: "signal \(name)")
+            } else if signal == SIGKILL {
+                finishFailed(reason: "the job was killed (SIGKILL; out of memory?)", detail: logTail, transient: true, crashed: false, status: "signal \(name)")
+            } else {
+                let crashes = claim.job.crashes + 1
+                finishFailed(reason: "the job crashed (\(name)) after frame \(lock.withLock { frames })", detail: logTail,
+                             transient: crashes < 2, crashed: true, status: "signal \(name)")
+            }
+        case .exited(let code):
+            let (kind, text) = lock.withLock { error } ?? ("processing", "the job ended with exit status \(code)")
+            finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")
+        }
+    }
+
+    private func finishSucceeded(output planned: (path: String, width: Int, height: Int), seconds: Double, logTail: String) {
+        let job = claim.job
+        let source = config.folder.path(job.source)
+        let relativeOutput = String(planned.path.dropFirst(config.folder.root.count + 1))
+        guard (try? store.setOutput(claim, output: relativeOutput)) == true,
+              (try? store.markFinishing(claim, now: now)) == true else { return }
+        if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }
+        // Check the output before the original is moved.
+        do {
+            try Watcher.check(output: planned.path, source: source, planned: (planned.width, planned.height),
+                              frames: lock.withLock { summaryFrames })
+        } catch {
+            // The original stays where it is; the bad output is moved aside with the failure.
+            let bad = (try? SafeFiles.move(planned.path, into: config.folder.failed)) ?? planned.path
+            finishFailed(reason: "\(error) (kept as '\(bad)')", detail: logTail, transient: false, crashed: false, status: "check failed")
+            return
+        }
+        let originals = config.folder.mirror(config.folder.originals, of: job.source)
+        do {
+            _ = try SafeFiles.move(source, into: originals)
+        } catch {
+            watcher.log("'\(job.source)': \(error); the original stays in place")
+        }
+        try? store.finish(id: job.id, now: now)
+        let done = lock.withLock { summaryFrames ?? frames }
+        watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
+        runExecAfter(input: source, output: planned.path, state: "done", error: "")
+    }
+
+    private func finishFailed(reason: String, detail: String, transient: Bool, crashed: Bool, status: String = "", move: Bool = true) {
+        let job = claim.job
+        let source = config.folder.path(job.source)
+        // A file that changed since it was queued was still being written: look at it again later.
+        var info = stat()
+        if !crashed, stat(source, &info) == 0 {
+            let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+            if Int64(info.st_size) != job.size || modified != job.modified {
+                _ = try? store.fail(claim, error: "the file changed while queued; waiting for it to settle", crashed: false,
+                                    retryAt: now + max(2 * config.settle, 5), movedTo: nil, now: now)
+                watcher.log("'\(job.source)' changed since it was queued; it will be taken again once it settles")
+                return
+            }
+        }
+        if transient && job.attempts < config.maxAttempts {
+            let delay = config.backoff * pow(2, Double(job.attempts - 1))
+            _ = try? store.fail(claim, error: reason, crashed: crashed, retryAt: now + delay, movedTo: nil, now: now)
+            watcher.log("retry '\(job.source)' in \(Int(delay)) s: \(reason)")
+            return
+        }
+        // Still ours? (A cancelled job, or one taken over after a lost lease, is left alone.)
+        guard (try? store.heartbeat(claim, progress: JobProgress(framesDone: 0, framesTotal: nil, fps: nil), lease: config.lease, now: now)) == true
+        else { return }
+        watcher.jobFailed()
+        var movedTo = ""
+        if move, FileManager.default.fileExists(atPath: source) {
+            let failed = config.folder.mirror(config.folder.failed, of: job.source)
+            if let moved = try? SafeFiles.move(source, into: failed) {
+                movedTo = moved
+                let text = """
+                    \(reason)
+                    status: \(status.isEmpty ? "failed" : status); attempts: \(job.attempts)
+                    \(detail.isEmpty ? "" : "last lines of the job's log:\n" + detail)
+                    """
+                try? Data(text.utf8).write(to: URL(fileURLWithPath: moved + ".error.txt"))
+            }
+        }
+        _ = try? store.fail(claim, error: reason, crashed: crashed, retryAt: nil,
+                            movedTo: movedTo.isEmpty ? nil : String(movedTo.dropFirst(config.folder.root.count + 1)), now: now)
+        watcher.log("failed '\(job.source)': \(reason)\(movedTo.isEmpty ? "" : " (moved to '\(movedTo)')")")
+        runExecAfter(input: movedTo.isEmpty ? source : movedTo, output: "", state: "failed", error: reason)
+    }
+
+    private func runExecAfter(input: String, output: String, state: String, error: String) {
+        guard let command = config.execAfter else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        var env = ProcessInfo.processInfo.environment
+        env["UPSCALE_INPUT"] = input
+        env["UPSCALE_OUTPUT"] = output
+        env["UPSCALE_STATE"] = state
+        env["UPSCALE_ERROR"] = error
+        process.environment = env
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+            process.waitUntilExit()
+            if process.terminationStatus != 0 {
+                watcher.log("--exec-after exited with \(process.terminationStatus) for '\(claim.job.source)' (the job is \(state) regardless)")
+            }
+        } catch {
+            watcher.log("--exec-after could not run: \(error)")
+        }
+    }
+
+    static func tail(of path: String, lines: Int) -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "" }
+        return text.split(separator: "\n", omittingEmptySubsequences: true).suffix(lines).joined(separator: "\n")
+    }
+}
+
+extension NSLock {
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import UpscaleMedia
+import UpscaleQueue
+
+/// What the parent knows of the running child: its output path, progress (drawn as the
+/// bar, created when the first frame is done so the child's notes print above it), and
+/// the summary or error it reported.
+final class ChildState: @unchecked Sendable {
+    private let lock = NSLock()
+    private let title: String
+    private let console: ConsoleOutput
+    private var display: ProgressDisplay?
+    private(set) var output: String?
+    private(set) var summary: String?
+    private(set) var error: String?
+    private(set) var framesDone = 0
+
+    init(title: String, console: ConsoleOutput) {
+        self.title = title
+        self.console = console
+    }
+
+    func handle(_ line: String) {
+        guard let report = JobReport(line: line) else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        switch report {
+        case .output(let path, _, _): output = path
+        case .summary(_, let text): summary = text
+        case .error(_, let text): error = text
+        case .progress(let done, let total, let elapsed):
+            framesDone = done
+            if display == nil { display = ProgressDisplay(title: title, console: console) }
+            display?.update(TranscodeProgress(framesDone: done, framesTotal: total, elapsed: elapsed))
+        }
+    }
+
+    func finish(success: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        display?.finish(success: success)
+    }
+
+    func printError(fallback: String? = nil) {
+        lock.lock()
+        defer { lock.unlock() }
+        if let message = error ?? fallback { console.error(message) }
+    }
+}
+
+/// The child being waited on, for the signal handler to stop.
+final class RunningChild: @unchecked Sendable {
+    private let lock = NSLock()
+    private var child: JobProcess?
+
+    func set(_ value: JobProcess?) {
+        lock.lock()
+        child = value
+        lock.unlock()
+    }
+
+    func terminate() {
+        lock.lock()
+        defer { lock.unlock() }
+        child?.terminate()
+    }
+}

@@ -1,0 +1,103 @@
+import ArgumentParser
+import UpscaleCore
+import UpscaleMedia
+
+extension VideoCodec: ExpressibleByArgument {}
+extension Kernel: ExpressibleByArgument {}
+
+/// How each file is upscaled and encoded: shared by the plain command and the watch
+/// folder, and turned back into arguments for a job's child process (and, in the watch
+/// folder, stored with each job as the settings it was queued with).
+struct EncodeOptions: ParsableArguments {
+    @Option(help: "Output width in pixels (displayed width); height follows the aspect ratio when not given.")
+    var width: Int?
+
+    @Option(help: "Output height in pixels; width follows the aspect ratio when not given.")
+    var height: Int?
+
+    @Option(help: "Scale factor for both sides (default 2 when no size is given).")
+    var scale: Double?
+
+    @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
+    var codec: VideoCodec?
+
+    @Option(help: "HEVC encoder: auto (a hardware encoder that opens, else libx265), libx265, hevc_nvenc, hevc_vaapi or hevc_qsv.")
+    var encoder = "auto"
+
+    @Option(help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
+    var crf: Int?
+
+    @Option(help: "Encoder preset for hevc/h264, ultrafast … veryslow (default medium).")
+    var preset: String?
+
+    @Option(help: "Worker threads for the upscaler (default: all cores).")
+    var threads: Int?
+
+    @Option(help: "Resampling kernel: lanczos3 (default), lanczos2 or bicubic.")
+    var kernel: Kernel = .lanczos3
+
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(
+        "Learned edge-directed refinement of luma after Lanczos (default on; exactly 2x, 3x or 4x).",
+        discussion: "Cleaner, straighter edges: +0.31 dB PSNR over Lanczos at 2x on photos it was not trained on. Other sizes use plain Lanczos."))
+    var refine: Bool?
+
+    @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
+    var deinterlace = false
+
+    func validate() throws {
+        if let width, !(OutputSize.minimum...OutputSize.maximum).contains(width) {
+            throw ValidationError("--width must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
+        }
+        if let height, !(OutputSize.minimum...OutputSize.maximum).contains(height) {
+            throw ValidationError("--height must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
+        }
+        if let scale, !(scale > 0 && scale <= 16) {
+            throw ValidationError("--scale must be greater than 0 and at most 16")
+        }
+        if scale != nil && (width != nil || height != nil) {
+            throw ValidationError("give either --scale or --width/--height, not both")
+        }
+        if encoder != "auto" && !EncoderSettings.hevcEncoders.contains(encoder) {
+            throw ValidationError("--encoder must be auto, " + EncoderSettings.hevcEncoders.joined(separator: ", "))
+        }
+        if encoder != "auto" && codec != nil && codec != .hevc {
+            throw ValidationError("--encoder chooses an HEVC encoder; it does not go with --codec \(codec!.rawValue)")
+        }
+        if let crf, !(0...51).contains(crf) {
+            throw ValidationError("--crf must be between 0 and 51")
+        }
+        if let threads, !(1...256).contains(threads) {
+            throw ValidationError("--threads must be between 1 and 256")
+        }
+    }
+
+    /// The options as arguments that parse back to the same values.
+    var arguments: [String] {
+        var list: [String] = []
+        func add(_ name: String, _ value: CustomStringConvertible?) {
+            if let value { list += ["--\(name)", value.description] }
+        }
+        add("width", width)
+        add("height", height)
+        add("scale", scale)
+        add("codec", codec?.rawValue)
+        if encoder != "auto" { add("encoder", encoder) }
+        add("crf", crf)
+        add("preset", preset)
+        add("threads", threads)
+        if kernel != .lanczos3 { add("kernel", kernel.rawValue) }
+        if let refine { list.append(refine ? "--refine" : "--no-refine") }
+        if deinterlace { list.append("--deinterlace") }
+        return list
+    }
+
+    func upscaleOptions(output: String?, overwrite: Bool) -> UpscaleOptions {
+        UpscaleOptions(
+            width: width, height: height, scale: scale, output: output,
+            encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
+                                     hevcEncoder: encoder == "auto" ? nil : encoder),
+            kernel: kernel, threads: threads, overwrite: overwrite,
+            refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil,
+            deinterlace: deinterlace)
+    }
+}

@@ -1,0 +1,95 @@
+import ArgumentParser
+import Foundation
+import UpscaleMedia
+import UpscaleQueue
+
+/// `upscale watch DIR`: files dropped into DIR become jobs, each run in its own process.
+struct WatchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Upscale every video dropped into a folder, one queued job each.",
+        discussion: """
+            Outputs go to DIR/Upscaled, originals move to DIR/Originals after success (never deleted), \
+            failures to DIR/Failed with a .error.txt beside them. The queue lives in DIR/.upscale/queue.sqlite \
+            and survives crashes and restarts. Without encode options the folder's last ones are reused.
+            """)
+
+    @Argument(help: "The folder to watch.") var folder: String
+    @OptionGroup var encode: EncodeOptions
+    @Option(help: "Jobs run at once.") var jobs = 1
+    @Flag(help: "Process what is there (and whatever arrives meanwhile), then exit: 0, or 1 if a job failed.") var once = false
+    @Option(help: "Seconds a file's size and time must stay unchanged before it is taken.") var settle = 5.0
+    @Flag(help: "Also watch sub-folders; their paths are kept under Upscaled/, Originals/ and Failed/.") var recursive = false
+    @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
+    var execAfter: String?
+    @Option(help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
+
+    func validate() throws {
+        guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
+        guard settle >= 0 else { throw ValidationError("--settle must be 0 or more seconds") }
+        guard stallMinutes > 0 else { throw ValidationError("--stall-minutes must be more than 0") }
+    }
+
+    func run() throws {
+        let root = WatchFolder(root: folder)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root.root, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError(status: 2, "'\(folder)' is not a folder; create it or check the path")
+        }
+        let lock: FolderLock
+        do { lock = try FolderLock(folder: root) } catch { throw CLIError(status: 2, "\(error)") }
+        defer { withExtendedLifetime(lock) {} }
+        let store = try root.openStore(create: true)
+        var settings = encode.arguments
+        if settings.isEmpty, let saved = try store.setting("options"),
+           let remembered = try? JSONDecoder().decode([String].self, from: Data(saved.utf8)) {
+            settings = remembered
+            if !settings.isEmpty { say("using the options this folder was last watched with: \(settings.joined(separator: " "))") }
+        } else {
+            try store.setSetting("options", String(decoding: try JSONEncoder().encode(settings), as: UTF8.self))
+        }
+        var config = WatchConfiguration(folder: root, settings: settings, executable: selfExecutable())
+        config.jobs = jobs
+        config.once = once
+        config.settle = settle
+        config.recursive = recursive
+        config.execAfter = execAfter
+        config.stallSeconds = stallMinutes * 60
+        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_RETRY_SECONDS"], let seconds = Double(text) {
+            config.unavailableRetry = seconds
+            config.backoff = seconds
+        }
+        // Test hooks: shorter retry and stall times than a person would want.
+        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_STALL_SECONDS"], let seconds = Double(text) {
+            config.stallSeconds = seconds
+        }
+        let stop = CancellationFlag()
+        let trap = SignalTrap { stop.cancel() }
+        defer { withExtendedLifetime(trap) {} }
+        say("watching '\(root.root)'\(once ? " (once)" : ""): \(jobs) job(s) at a time, settle \(settle) s")
+        let watcher = Watcher(config: config, store: store, say: say)
+        let status = try watcher.run(stop: stop)
+        if status != 0 { throw ExitCode(status) }
+    }
+}
+
+/// The watcher's lines go to stdout, one per event, flushed at once (journald reads them as they come).
+func say(_ text: String) {
+    print(text)
+    fflush(stdout)
+}
+
+/// This binary's own path, for starting job children.
+func selfExecutable() -> String {
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+}
+
+/// A one-line error with its exit status.
+struct CLIError: Error, CustomStringConvertible {
+    let status: Int32
+    let description: String
+    init(status: Int32, _ description: String) {
+        self.status = status
+        self.description = description
+    }
+}

@@ -1,0 +1,284 @@
+import DamageCorpus
+import Foundation
+import UpscaleMedia
+import XCTest
+
+/// `upscale watch` and `upscale queue` as a user runs them: real child processes, a real
+/// folder in /tmp, the committed clips.
+final class WatchFolderTests: XCTestCase {
+    private var inbox: URL!
+
+    override func setUpWithError() throws {
+        inbox = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-watch-\(UUID().uuidString)/Inbox")
+        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: inbox.deletingLastPathComponent())
+    }
+
+    private static let clip = CLITests.fixtures.appendingPathComponent("street-2s.mp4")
+    private static let encode = ["--width", "128", "--preset", "ultrafast"]
+
+    private func drop(_ source: URL, as name: String) throws {
+        let target = inbox.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: source, to: target)
+    }
+
+    private func files(_ sub: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent(sub).path)) ?? []).sorted()
+    }
+
+    @discardableResult
+    private func upscale(_ arguments: [String], environment: [String: String] = [:], timeout: Double = 180) throws -> DamageRun {
+        try DamageRun.run(CLITests.binary.path, arguments, timeout: timeout, environment: environment)
+    }
+
+    private func watchOnce(_ extra: [String] = [], environment: [String: String] = [:]) throws -> DamageRun {
+        try upscale(["watch", inbox.path, "--once", "--settle", "0.3"] + extra, environment: environment)
+    }
+
+    private func background(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    struct Listing: Decodable {
+        struct Job: Decodable {
+            let id: Int
+            let source: String
+            let state: String
+            let attempts: Int
+            let crashes: Int
+            let settings: [String]
+            let output: String?
+            let error: String?
+        }
+        let paused: Bool
+        let jobs: [Job]
+    }
+
+    /// `queue list --json`, read through a pipe.
+    private func listing() throws -> Listing {
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = ["queue", "list", inbox.path, "--json"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return try JSONDecoder().decode(Listing.self, from: data)
+    }
+
+    private func waitFor(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return }
+            usleep(100_000)
+        }
+        XCTFail("timed out waiting for \(what)")
+        throw XCTSkip("gave up")
+    }
+
+    private func frames(_ url: URL) throws -> Int {
+        let info = try MediaProbe.info(url.path)
+        let video = try XCTUnwrap(info.video)
+        return try MediaProbe.packets(url.path, stream: video.index).count
+    }
+
+    func testOnceUpscalesGoodFilesFailsBrokenOnesAndLeavesJunkAlone() throws {
+        let odd = "-dash clip ü.mp4"
+        try drop(Self.clip, as: odd)
+        let damaged = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("damage/mpeg4-mp3.avi"))
+        try Data(Damage.zeroRun.apply(to: [UInt8](damaged), seed: 3)).write(to: inbox.appendingPathComponent("broken.avi"))
+        for junk in ["notes.txt", ".DS_Store", "Thumbs.db", "movie.mp4.part", "big.crdownload"] {
+            try Data("junk".utf8).write(to: inbox.appendingPathComponent(junk))
+        }
+        let run = try watchOnce(Self.encode + ["--exec-after", "printf '%s|%s|%s|%s\\n' \"$UPSCALE_STATE\" \"$UPSCALE_INPUT\" \"$UPSCALE_OUTPUT\" \"$UPSCALE_ERROR\" >> '\(inbox.deletingLastPathComponent().path)/after.log'"])
+        XCTAssertEqual(run.status, 1, "a job failed, so --once exits 1: \(run.stderr)")
+        XCTAssertEqual(files("Upscaled"), ["-dash clip ü Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), [odd])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/\(odd)")), try Data(contentsOf: Self.clip), "original changed")
+        let output = inbox.appendingPathComponent("Upscaled/-dash clip ü Upscaled.mp4")
+        XCTAssertEqual(try MediaProbe.info(output.path).video?.width, 128)
+        XCTAssertEqual(try frames(output), try frames(Self.clip))
+        XCTAssertEqual(files("Failed"), ["broken.avi", "broken.avi.error.txt"])
+        let error = try String(contentsOf: inbox.appendingPathComponent("Failed/broken.avi.error.txt"), encoding: .utf8)
+        XCTAssertTrue(error.contains("has undecodable video at frame 7"), error)
+        XCTAssertTrue(error.contains("status: exit 1"), error)
+        XCTAssertEqual(files("").filter { !$0.hasPrefix(".") || $0 == ".DS_Store" }.sorted(),
+                       [".DS_Store", "Failed", "Originals", "Thumbs.db", "Upscaled", "big.crdownload", "movie.mp4.part", "notes.txt"])
+        let jobs = try listing().jobs
+        XCTAssertEqual(jobs.map(\.state).sorted(), ["done", "failed"])
+        XCTAssertEqual(jobs.first { $0.state == "done" }?.settings, Self.encode)
+        let after = try String(contentsOf: inbox.deletingLastPathComponent().appendingPathComponent("after.log"), encoding: .utf8)
+        XCTAssertTrue(after.contains("done|\(inbox.path)/\(odd)|\(output.path)|\n"), after)
+        XCTAssertTrue(after.contains("failed|\(inbox.path)/Failed/broken.avi||'"), after)
+    }
+
+    func testCrashingJobFailsAloneAfterTwoCrashesWithTheSignalInItsErrorFile() throws {
+        try drop(Self.clip, as: "crashy.mp4")
+        try drop(Self.clip, as: "fine.mp4")
+        let run = try watchOnce(Self.encode, environment: ["UPSCALE_TEST_HOOK": "segv:1", "UPSCALE_TEST_HOOK_ONLY": "crashy",
+                                                           "UPSCALE_WATCH_RETRY_SECONDS": "0.5"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["fine Upscaled.mp4"])
+        XCTAssertEqual(files("Failed"), ["crashy.mp4", "crashy.mp4.error.txt"])
+        let error = try String(contentsOf: inbox.appendingPathComponent("Failed/crashy.mp4.error.txt"), encoding: .utf8)
+        XCTAssertTrue(error.contains("crashed (SIGSEGV)"), error)
+        XCTAssertTrue(error.contains("status: signal SIGSEGV; attempts: 2"), error)
+        let crashy = try XCTUnwrap(try listing().jobs.first { $0.source == "crashy.mp4" })
+        XCTAssertEqual(crashy.crashes, 2)
+        XCTAssertEqual(files("Upscaled").filter { $0.hasSuffix(".partial") }, [])
+    }
+
+    func testStalledJobIsKilledAndRetriedThenFails() throws {
+        try drop(Self.clip, as: "stuck.mp4")
+        let run = try watchOnce(Self.encode, environment: ["UPSCALE_TEST_HOOK": "stall", "UPSCALE_WATCH_STALL_SECONDS": "1.5",
+                                                           "UPSCALE_WATCH_RETRY_SECONDS": "0.3"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "failed")
+        XCTAssertEqual(job.attempts, 3)
+        XCTAssertTrue(job.error?.contains("no new frame for 1 s") == true, job.error ?? "")
+        XCTAssertEqual(files("Failed"), ["stuck.mp4", "stuck.mp4.error.txt"])
+    }
+
+    func testKill9OfTheWatcherMidJobThenOnceFinishesWithoutLossOrDuplicate() throws {
+        try drop(Self.clip, as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--scale", "3", "--preset", "slow"])
+        try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
+        kill(watcher.processIdentifier, SIGKILL)
+        watcher.waitUntilExit()
+        // The child follows its parent: its temporary file goes, nothing keeps writing.
+        try waitFor("the child to clean up", timeout: 30) { files("Upscaled").isEmpty }
+        XCTAssertEqual(files(""), [".upscale", "Upscaled", "long.mp4"])
+        let run = try watchOnce(["--scale", "3", "--preset", "ultrafast"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["long Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["long.mp4"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/long.mp4")), try Data(contentsOf: Self.clip))
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/long Upscaled.mp4")), try frames(Self.clip))
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "done")
+        XCTAssertEqual(job.attempts, 2)
+        // It ran with the settings it was queued with, not the later run's.
+        XCTAssertEqual(job.settings, ["--scale", "3.0", "--preset", "slow"])
+    }
+
+    func testSigtermRequeuesTheRunningJobAndASecondWatcherIsRefused() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--scale", "3", "--preset", "slow"])
+        try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
+        let second = try upscale(["watch", inbox.path, "--once"], timeout: 30)
+        XCTAssertEqual(second.status, 2)
+        XCTAssertTrue(second.stderr.contains("is already being watched"), second.stderr)
+        // Queue commands work beside the running watcher.
+        XCTAssertEqual(try listing().jobs.first?.state, "running")
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertEqual(try listing().jobs.first?.state, "queued")
+        XCTAssertEqual(try listing().jobs.first?.attempts, 0)
+        XCTAssertTrue(files("").contains("a.mp4"))
+    }
+
+    func testCollisionsGetNumberedNamesAndOptionsAreRemembered() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        try drop(Self.clip, as: "a.mp4")
+        // No options: the folder's last ones are used.
+        let second = try watchOnce()
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled 2.mp4", "a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a 2.mp4", "a.mp4"])
+        XCTAssertEqual(try MediaProbe.info(inbox.appendingPathComponent("Upscaled/a Upscaled 2.mp4").path).video?.width, 128)
+    }
+
+    func testRecursiveKeepsSubfolderPaths() throws {
+        try drop(Self.clip, as: "trip/day 1/a.mp4")
+        let run = try watchOnce(Self.encode + ["--recursive"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(files("Upscaled/trip/day 1"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals/trip/day 1"), ["a.mp4"])
+        XCTAssertEqual(files("trip/day 1"), [])
+    }
+
+    func testFileStillOpenForWritingIsNotTakenUntilClosed() throws {
+        let data = try Data(contentsOf: Self.clip)
+        let path = inbox.appendingPathComponent("copying.mp4").path
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: path, contents: nil); return path }()))
+        try handle.write(contentsOf: data.prefix(data.count / 2))
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode)
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        // Paused longer than the settle time, but still open for writing: not taken.
+        sleep(3)
+        XCTAssertEqual(try listing().jobs.count, 0)
+        try handle.write(contentsOf: data.suffix(from: data.count / 2))
+        try handle.close()
+        try waitFor("the finished copy to be upscaled") { files("Upscaled") == ["copying Upscaled.mp4"] }
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/copying.mp4")), data)
+    }
+
+    func testQueuePauseCancelAndRetry() throws {
+        try drop(Self.clip, as: "keep.mp4")
+        try drop(Self.clip, as: "skip.mp4")
+        try Data("not a video".utf8).write(to: inbox.appendingPathComponent("bad.mov"))
+        XCTAssertEqual(try watchOnce(Self.encode).status, 1, "bad.mov failed")
+        XCTAssertEqual(files("Upscaled").count, 2)
+        // Paused: a once-run ends with a new file still queued.
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
+        XCTAssertTrue(try listing().paused)
+        try drop(Self.clip, as: "later.mp4")
+        XCTAssertEqual(try watchOnce().status, 0)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "later.mp4"]).status, 0)
+        XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
+        XCTAssertEqual(try watchOnce().status, 0)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "cancelled")
+        XCTAssertTrue(files("").contains("later.mp4"), "a cancelled file stays where it is")
+        // The bad file failed into Failed/; retry brings it back and it fails again, cleanly.
+        XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
+        XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "bad.mov"]).status, 0)
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertTrue(files("").contains("bad.mov"))
+        XCTAssertEqual(try listing().jobs.first { $0.source == "bad.mov" }?.state, "queued")
+        XCTAssertEqual(try watchOnce().status, 1)
+        XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
+    }
+
+    func testVanishedFolderChangesNothingInTheStore() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let early = try upscale(["queue", "pause", inbox.path])
+        XCTAssertEqual(early.status, 1, "no queue before the first watch")
+        XCTAssertTrue(early.stderr.hasPrefix("error: '\(inbox.path)' has no queue yet"), early.stderr)
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode, environment: ["UPSCALE_WATCH_RETRY_SECONDS": "0.5"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the first job") { files("Upscaled") == ["a Upscaled.mp4"] }
+        let away = inbox.deletingLastPathComponent().appendingPathComponent("Away")
+        try FileManager.default.moveItem(at: inbox, to: away)
+        sleep(2)
+        try FileManager.default.moveItem(at: away, to: inbox)
+        try drop(Self.clip, as: "b.mp4")
+        try waitFor("the job after the folder came back") { files("Upscaled").count == 2 }
+        let jobs = try listing().jobs
+        XCTAssertEqual(jobs.map(\.state), ["done", "done"])
+        XCTAssertEqual(jobs.map(\.attempts), [1, 1])
+    }
+}

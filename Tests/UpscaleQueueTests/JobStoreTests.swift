@@ -1,0 +1,121 @@
+import Foundation
+import UpscaleQueue
+import XCTest
+
+/// The SQLite job store on its own: exclusive claims, leases, stale writers, retry/cancel/pause.
+final class JobStoreTests: XCTestCase {
+    private var dir: URL!
+
+    override func setUpWithError() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: dir) }
+
+    private var path: String { dir.appendingPathComponent("queue.sqlite").path }
+
+    func testTwoConnectionsRacingNeverClaimTheSameJob() throws {
+        let store = try SQLiteJobStore(path: path)
+        for i in 0..<300 {
+            XCTAssertNotNil(try store.enqueue(source: "clip-\(i).mov", size: Int64(i), modified: 1, settings: ["--width", "128"]))
+        }
+        final class Claimed: @unchecked Sendable {
+            let lock = NSLock()
+            var ids: [[Int64]] = [[], [], []]
+            var tokens: Set<String> = []
+        }
+        let claimed = Claimed()
+        DispatchQueue.concurrentPerform(iterations: 3) { worker in
+            // Each worker its own connection, as separate processes would have.
+            let own = try! SQLiteJobStore(path: path)
+            while let claim = try! own.claim(owner: "worker-\(worker)", lease: 30, now: Date().timeIntervalSince1970) {
+                claimed.lock.lock()
+                claimed.ids[worker].append(claim.job.id)
+                claimed.tokens.insert(claim.token)
+                claimed.lock.unlock()
+            }
+        }
+        let all = claimed.ids.flatMap { $0 }
+        XCTAssertEqual(all.count, 300)
+        XCTAssertEqual(Set(all).count, 300, "a job was claimed twice")
+        XCTAssertEqual(claimed.tokens.count, 300)
+        XCTAssertTrue(try store.list().allSatisfy { $0.state == .running && $0.attempts == 1 })
+        XCTAssertEqual(try store.list().first?.settings, ["--width", "128"])
+    }
+
+    func testExpiredLeaseIsReclaimedAndTheOldHolderIsRefused() throws {
+        let store = try SQLiteJobStore(path: path)
+        _ = try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: [])
+        let first = try XCTUnwrap(try store.claim(owner: "one", lease: 5, now: 100))
+        XCTAssertNil(try store.claim(owner: "two", lease: 5, now: 101))
+        XCTAssertTrue(try store.heartbeat(first, progress: JobProgress(framesDone: 3, framesTotal: 10, fps: 1), lease: 5, now: 102))
+        XCTAssertEqual(try store.requeueExpired(now: 106), 0, "the heartbeat extended the lease to 107")
+        XCTAssertEqual(try store.requeueExpired(now: 108), 1)
+        let second = try XCTUnwrap(try store.claim(owner: "two", lease: 5, now: 109))
+        XCTAssertEqual(second.job.id, first.job.id)
+        XCTAssertEqual(second.job.attempts, 2)
+        // The first holder, back from a pause, writes with its old token: refused, nothing changes.
+        XCTAssertFalse(try store.heartbeat(first, progress: JobProgress(framesDone: 9, framesTotal: 10, fps: 1), lease: 5, now: 110))
+        XCTAssertFalse(try store.markFinishing(first, now: 110))
+        XCTAssertFalse(try store.fail(first, error: "stale", crashed: false, retryAt: nil, movedTo: nil, now: 110))
+        let job = try XCTUnwrap(try store.job(id: first.job.id))
+        XCTAssertEqual(job.state, .running)
+        XCTAssertEqual(job.owner, "two")
+        XCTAssertEqual(job.framesDone, 0)
+        XCTAssertTrue(try store.markFinishing(second, now: 111))
+        try store.finish(id: job.id, now: 112)
+        XCTAssertEqual(try store.job(id: job.id)?.state, .done)
+    }
+
+    func testTransientFailureWaitsItsBackoffAndPermanentFailureStays() throws {
+        let store = try SQLiteJobStore(path: path)
+        _ = try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: [])
+        let claim = try XCTUnwrap(try store.claim(owner: "w", lease: 30, now: 100))
+        XCTAssertTrue(try store.fail(claim, error: "disk full", crashed: false, retryAt: 160, movedTo: nil, now: 101))
+        XCTAssertNil(try store.claim(owner: "w", lease: 30, now: 150), "claimed before its retry time")
+        let again = try XCTUnwrap(try store.claim(owner: "w", lease: 30, now: 161))
+        XCTAssertEqual(again.job.attempts, 2)
+        XCTAssertTrue(try store.fail(again, error: "damaged", crashed: true, retryAt: nil, movedTo: "Failed/a.mov", now: 162))
+        let failed = try XCTUnwrap(try store.job(id: again.job.id))
+        XCTAssertEqual(failed.state, .failed)
+        XCTAssertEqual(failed.crashes, 1)
+        XCTAssertEqual(failed.movedTo, "Failed/a.mov")
+        XCTAssertNil(try store.claim(owner: "w", lease: 30, now: 1000))
+        XCTAssertTrue(try store.requeueFailed(id: failed.id, source: "a.mov", size: 10, modified: 2, now: 1001))
+        XCTAssertEqual(try store.job(id: failed.id)?.state, .queued)
+        XCTAssertEqual(try store.job(id: failed.id)?.attempts, 0)
+    }
+
+    func testEnqueueSkipsActiveAndCancelledCopiesOfTheSameFile() throws {
+        let store = try SQLiteJobStore(path: path)
+        XCTAssertNotNil(try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: []))
+        XCTAssertNil(try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: []), "queued twice")
+        XCTAssertEqual(try store.cancel(sources: ["a.mov"], now: 5), 1)
+        XCTAssertNil(try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: []), "a cancelled file came back")
+        XCTAssertNotNil(try store.enqueue(source: "a.mov", size: 11, modified: 2, settings: []), "a new file of the same name")
+    }
+
+    func testPauseStopsClaimsAndSettingsPersistAcrossConnections() throws {
+        let store = try SQLiteJobStore(path: path)
+        _ = try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: [])
+        try store.setPaused(true)
+        XCTAssertNil(try store.claim(owner: "w", lease: 30, now: 1))
+        let other = try SQLiteJobStore(path: path)
+        XCTAssertTrue(try other.isPaused())
+        try other.setPaused(false)
+        XCTAssertNotNil(try store.claim(owner: "w", lease: 30, now: 2))
+        try store.setSetting("options", "[\"--width\",\"640\"]")
+        XCTAssertEqual(try SQLiteJobStore(path: path).setting("options"), "[\"--width\",\"640\"]")
+    }
+
+    func testReleaseQueuesAgainWithoutCountingTheRun() throws {
+        let store = try SQLiteJobStore(path: path)
+        _ = try store.enqueue(source: "a.mov", size: 10, modified: 1, settings: [])
+        let claim = try XCTUnwrap(try store.claim(owner: "w", lease: 30, now: 1))
+        try store.release(claim, now: 2)
+        let job = try XCTUnwrap(try store.job(id: claim.job.id))
+        XCTAssertEqual(job.state, .queued)
+        XCTAssertEqual(job.attempts, 0)
+    }
+}
