@@ -295,14 +295,18 @@ final class RunningJob: @unchecked Sendable {
         let started = Date()
         let outputFolder = config.folder.mirror(config.folder.upscaled, of: job.source)
         watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
-        do {
-            try FileManager.default.createDirectory(atPath: outputFolder, withIntermediateDirectories: true)
-        } catch {
-            finishFailed(reason: "cannot create '\(outputFolder)': \(error)", detail: "", transient: true, crashed: false)
+        guard config.folder.isAvailable else {
+            try? store.release(claim, now: now)
             return
         }
         guard FileManager.default.fileExists(atPath: source) else {
             finishFailed(reason: "'\(job.source)' disappeared from the folder before it was upscaled", detail: "", transient: false, crashed: false, move: false)
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: outputFolder, withIntermediateDirectories: true)
+        } catch {
+            finishFailed(reason: "cannot create '\(outputFolder)': \(error)", detail: "", transient: true, crashed: false)
             return
         }
         let logPath = config.folder.logs + "/job-\(job.id).log"

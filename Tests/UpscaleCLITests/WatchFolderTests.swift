@@ -82,7 +82,7 @@ final class WatchFolderTests: XCTestCase {
     private func waitFor(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if try condition() { return }
+            if (try? condition()) == true { return }
             usleep(100_000)
         }
         XCTFail("timed out waiting for \(what)")
@@ -155,14 +155,14 @@ final class WatchFolderTests: XCTestCase {
 
     func testKill9OfTheWatcherMidJobThenOnceFinishesWithoutLossOrDuplicate() throws {
         try drop(Self.clip, as: "long.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--scale", "3", "--preset", "slow"])
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
         try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
         kill(watcher.processIdentifier, SIGKILL)
         watcher.waitUntilExit()
         // The child follows its parent: its temporary file goes, nothing keeps writing.
         try waitFor("the child to clean up", timeout: 30) { files("Upscaled").isEmpty }
         XCTAssertEqual(files(""), [".upscale", "Upscaled", "long.mp4"])
-        let run = try watchOnce(["--scale", "3", "--preset", "ultrafast"])
+        let run = try watchOnce(["--width", "320", "--preset", "ultrafast"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(files("Upscaled"), ["long Upscaled.mp4"])
         XCTAssertEqual(files("Originals"), ["long.mp4"])
@@ -172,12 +172,12 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(job.state, "done")
         XCTAssertEqual(job.attempts, 2)
         // It ran with the settings it was queued with, not the later run's.
-        XCTAssertEqual(job.settings, ["--scale", "3.0", "--preset", "slow"])
+        XCTAssertEqual(job.settings, ["--width", "960", "--preset", "slower", "--no-refine"])
     }
 
     func testSigtermRequeuesTheRunningJobAndASecondWatcherIsRefused() throws {
         try drop(Self.clip, as: "a.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--scale", "3", "--preset", "slow"])
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
         try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
         let second = try upscale(["watch", inbox.path, "--once"], timeout: 30)
         XCTAssertEqual(second.status, 2)
@@ -229,7 +229,8 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try listing().jobs.count, 0)
         try handle.write(contentsOf: data.suffix(from: data.count / 2))
         try handle.close()
-        try waitFor("the finished copy to be upscaled") { files("Upscaled") == ["copying Upscaled.mp4"] }
+        try waitFor("the finished copy to be upscaled") { try listing().jobs.first?.state == "done" }
+        XCTAssertEqual(files("Upscaled"), ["copying Upscaled.mp4"])
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/copying.mp4")), data)
     }
 
@@ -270,13 +271,14 @@ final class WatchFolderTests: XCTestCase {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()
         }
-        try waitFor("the first job") { files("Upscaled") == ["a Upscaled.mp4"] }
+        try waitFor("the first job") { try listing().jobs.first?.state == "done" }
         let away = inbox.deletingLastPathComponent().appendingPathComponent("Away")
         try FileManager.default.moveItem(at: inbox, to: away)
         sleep(2)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: inbox.path), "the watcher wrote into the vanished folder's place")
         try FileManager.default.moveItem(at: away, to: inbox)
         try drop(Self.clip, as: "b.mp4")
-        try waitFor("the job after the folder came back") { files("Upscaled").count == 2 }
+        try waitFor("the job after the folder came back") { try listing().jobs.filter { $0.state == "done" }.count == 2 }
         let jobs = try listing().jobs
         XCTAssertEqual(jobs.map(\.state), ["done", "done"])
         XCTAssertEqual(jobs.map(\.attempts), [1, 1])
