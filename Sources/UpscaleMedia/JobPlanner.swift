@@ -66,6 +66,25 @@ public struct Job: Sendable {
     public var stallSeconds: Double = 60
     /// Things the user should know (a changed container, rounded sizes).
     public let notices: [String]
+    /// The input's duration in seconds and frame rate (0 when unknown).
+    public var duration: Double = 0
+    public var frameRate: Double = 0
+
+    /// A generous guess of the output's size in bytes, for checking free space before a job
+    /// starts: bits per output pixel well above what these codecs use on upscaled footage
+    /// (x265/x264 at their default CRF stay under 0.1; ProRes 422 standard is about 2.4;
+    /// FFV1 lossless about 6 on 8-bit 4:2:0), plus 64 MB for containers and audio.
+    public var estimatedOutputBytes: Int64 {
+        let bitsPerPixel: Double
+        switch encoder.codec {
+        case .hevc, .h264: bitsPerPixel = 0.3
+        case .prores: bitsPerPixel = 3
+        case .ffv1: bitsPerPixel = 8
+        }
+        let fps = frameRate > 0 ? frameRate : 30
+        let seconds = duration > 0 ? duration : 3600
+        return Int64(Double(width * height) * fps * seconds * bitsPerPixel / 8) + 64 << 20
+    }
 }
 
 public enum OutputSize {
@@ -211,10 +230,13 @@ public enum JobPlanner {
         }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
-        return Job(input: input, output: output, width: size.width, height: size.height,
-                   muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
-                   threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
-                   notices: notices)
+        var job = Job(input: input, output: output, width: size.width, height: size.height,
+                      muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
+                      threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
+                      notices: notices)
+        job.duration = info.duration
+        job.frameRate = video.frameRate
+        return job
     }
 
     private static func isDirectory(_ path: String) -> Bool {

@@ -125,6 +125,16 @@ final class OutputFile {
         try writeCheck(av_write_trailer(context), "finishing '\(finalPath)' failed")
         try writeCheck(avio_closep(&context.pointee.pb), "closing '\(finalPath)' failed")
         closed = true
+        // On disk before it gets its name, and the name on disk before success is reported.
+        let fd = Glibc.open(temporaryPath, O_RDONLY)
+        if fd >= 0 {
+            let synced = fsync(fd)
+            close(fd)
+            if synced != 0 && errno == ENOSPC {
+                unlink(temporaryPath)
+                throw UpscaleError(.output, "the disk is full: finishing '\(finalPath)' failed; free some space or choose another --output folder")
+            }
+        }
         if !overwrite && FileManager.default.fileExists(atPath: finalPath) {
             unlink(temporaryPath)
             throw UpscaleError(.output, "'\(finalPath)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
@@ -133,6 +143,11 @@ final class OutputFile {
             let reason = String(cString: strerror(errno))
             unlink(temporaryPath)
             throw UpscaleError(.output, "cannot move the finished file to '\(finalPath)': \(reason)")
+        }
+        let folder = Glibc.open(URL(fileURLWithPath: finalPath).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY)
+        if folder >= 0 {
+            fsync(folder)
+            close(folder)
         }
     }
 

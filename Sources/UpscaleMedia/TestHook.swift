@@ -31,6 +31,10 @@ public enum TestHook: Equatable, Sendable {
         }
     }
 
+    /// Free bytes a job sees in its output folder instead of the real figure
+    /// (`UPSCALE_TEST_FREE_BYTES`): the watch folder's wait for space, without filling a disk.
+    public static let freeBytes: Int64? = ProcessInfo.processInfo.environment["UPSCALE_TEST_FREE_BYTES"].flatMap { Int64($0) }
+
     static func stallForever() -> Never {
         while true { sleep(3600) }
     }

@@ -16,6 +16,9 @@ public final class JobProcess: @unchecked Sendable {
         case signaled(Int32)
     }
 
+    /// The exit status of a child that did not start for lack of disk space (EX_TEMPFAIL).
+    public static let noSpaceStatus: Int32 = 75
+
     /// The report pipe's file descriptor in the child.
     public static let reportDescriptor: Int32 = 3
 

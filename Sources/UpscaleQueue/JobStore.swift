@@ -2,6 +2,8 @@ import Foundation
 
 public enum JobState: String, Codable, Sendable, CaseIterable {
     case queued, running
+    /// Not started: the output folder lacks the space the job may need; looked at again later.
+    case waitingForSpace = "waiting-for-space"
     /// The child succeeded; the output is being checked and the original moved. A crash
     /// here is finished on restart from what the store says, never by guessing.
     case finishing
@@ -79,6 +81,8 @@ public protocol JobStore: AnyObject {
     func fail(_ claim: JobClaim, error: String, crashed: Bool, retryAt: Double?, movedTo: String?, now: Double) throws -> Bool
     /// A failed job queued again from its original's new place (`queue retry`).
     func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool
+    /// Not started for lack of space: waits until `until` without counting the run.
+    func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws
     /// Back to queued without counting the run (the watcher is shutting down).
     func release(_ claim: JobClaim, now: Double) throws
     /// Running jobs whose lease ran out go back to the queue.

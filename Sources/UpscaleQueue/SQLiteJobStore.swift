@@ -60,7 +60,7 @@ public final class SQLiteJobStore: JobStore {
         try locked {
             try db.transaction {
                 let existing = try db.query("""
-                    SELECT id FROM jobs WHERE source = ? AND (state IN ('queued', 'running', 'finishing')
+                    SELECT id FROM jobs WHERE source = ? AND (state IN ('queued', 'running', 'finishing', 'waiting-for-space')
                         OR (state = 'cancelled' AND size = ? AND modified = ?)) LIMIT 1
                     """, [source, size, modified])
                 guard existing.isEmpty else { return nil }
@@ -80,7 +80,7 @@ public final class SQLiteJobStore: JobStore {
             try db.transaction {
                 if try db.query("SELECT value FROM meta WHERE key = 'paused'").first?["value"]?.string == "1" { return nil }
                 guard let row = try db.query("""
-                    SELECT * FROM jobs WHERE state = 'queued' AND (not_before IS NULL OR not_before <= ?)
+                    SELECT * FROM jobs WHERE state IN ('queued', 'waiting-for-space') AND (not_before IS NULL OR not_before <= ?)
                     ORDER BY id LIMIT 1
                     """, [now]).first else { return nil }
                 let token = UUID().uuidString
@@ -145,6 +145,13 @@ public final class SQLiteJobStore: JobStore {
         }
     }
 
+    public func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws {
+        _ = try update(claim, """
+            state = 'waiting-for-space', attempts = MAX(attempts - 1, 0), error = ?, not_before = ?, token = NULL,
+            owner = NULL, lease_expires = NULL, updated = ?
+            """, [reason, until, now])
+    }
+
     public func release(_ claim: JobClaim, now: Double) throws {
         _ = try update(claim, """
             state = 'queued', attempts = MAX(attempts - 1, 0), token = NULL, owner = NULL, lease_expires = NULL,
@@ -207,7 +214,7 @@ public final class SQLiteJobStore: JobStore {
         return try locked {
             try db.query("""
                 UPDATE jobs SET state = 'cancelled', token = NULL, owner = NULL, lease_expires = NULL, updated = ?
-                WHERE state IN ('queued', 'running')\(filter)
+                WHERE state IN ('queued', 'running', 'waiting-for-space')\(filter)
                 """, [now] + values)
             return db.changes
         }

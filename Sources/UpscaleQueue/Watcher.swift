@@ -16,6 +16,8 @@ public struct WatchConfiguration: Sendable {
     /// A child that reports no new frame for this long is killed and its job retried.
     public var stallSeconds = 600.0
     public var poll = 1.0
+    /// How often a job waiting for disk space is tried again.
+    public var spaceRetry = 60.0
     /// How often a vanished folder is looked for again.
     public var unavailableRetry = 30.0
     public var lease = 30.0
@@ -97,10 +99,12 @@ public final class Watcher: @unchecked Sendable {
                 start(claim)
             }
             if config.once && runningCount == 0 && settler.pending == 0 {
-                let open = try store.list().filter { [.queued, .running, .finishing].contains($0.state) }
+                let open = try store.list().filter { [.queued, .running, .finishing, .waitingForSpace].contains($0.state) }
                 // Jobs waiting out a retry delay still count; a paused queue ends a once-run.
                 let paused = try store.isPaused()
-                if open.isEmpty || (paused && open.allSatisfy { $0.state == .queued }) { break }
+                // Jobs waiting for space end a once-run too (cron comes back later).
+                if open.isEmpty || open.allSatisfy({ $0.state == .waitingForSpace })
+                    || (paused && open.allSatisfy { $0.state == .queued || $0.state == .waitingForSpace }) { break }
             }
             sleepWatching(min(config.poll, 0.25), stop: stop)
         }
@@ -162,7 +166,7 @@ public final class Watcher: @unchecked Sendable {
 
     private func scan(now: Double) throws {
         let files = candidates()
-        let active = Set(try store.list().filter { [.queued, .running, .finishing].contains($0.state) }.map(\.source))
+        let active = Set(try store.list().filter { [.queued, .running, .finishing, .waitingForSpace].contains($0.state) }.map(\.source))
         let waiting = files.filter { !active.contains($0.key) }
         guard !waiting.isEmpty else {
             _ = settler.settled([:], now: now, network: false, openForWriting: [])
@@ -310,7 +314,7 @@ final class RunningJob: @unchecked Sendable {
             return
         }
         let logPath = config.folder.logs + "/job-\(job.id).log"
-        let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name",
+        let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space",
                                         "--output", outputFolder + "/", "--", source]
         let process: JobProcess
         do {
@@ -382,6 +386,10 @@ final class RunningJob: @unchecked Sendable {
                 finishFailed(reason: "the job crashed (\(name)) after frame \(lock.withLock { frames })", detail: logTail,
                              transient: crashes < 2, crashed: true, status: "signal \(name)")
             }
+        case .exited(JobProcess.noSpaceStatus):
+            let text = lock.withLock { error?.text } ?? "not enough disk space"
+            try? store.waitForSpace(claim, reason: text, until: now + config.spaceRetry, now: now)
+            watcher.log("waiting for space: '\(job.source)': \(text); checking again in \(Int(config.spaceRetry)) s")
         case .exited(let code):
             let (kind, text) = lock.withLock { error } ?? ("processing", "the job ended with exit status \(code)")
             finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")

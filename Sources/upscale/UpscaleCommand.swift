@@ -45,6 +45,10 @@ struct UpscaleCommand: ParsableCommand {
     /// Set by the watch folder: a taken output name becomes "<name> Upscaled 2.<ext>".
     @Flag(help: .hidden) var uniqueName = false
 
+    /// Set by the watch folder: when the output folder lacks the space the job may need,
+    /// exit with `JobProcess.noSpaceStatus` before starting (the job waits) instead of a note.
+    @Flag(help: .hidden) var waitForSpace = false
+
     func run() throws {
         MediaLibrary.configure(verbose: verbose)
         if let fd = childReportFd {
@@ -128,6 +132,15 @@ struct UpscaleCommand: ParsableCommand {
                 job.stallSeconds = seconds
             }
             job.notices.forEach { logger.notice("\($0)") }
+            let folder = URL(fileURLWithPath: job.output).deletingLastPathComponent().path
+            if let free = freeBytes(folder), free < job.estimatedOutputBytes {
+                let text = "'\(folder)' has \(megabytes(free)) free; this job may need up to \(megabytes(job.estimatedOutputBytes))"
+                if waitForSpace {
+                    reporter.send(JobReport.error(kind: "space", text: text).line)
+                    throw ExitCode(JobProcess.noSpaceStatus)
+                }
+                logger.notice("\(text)")
+            }
             reporter.send(JobReport.output(path: job.output, width: job.width, height: job.height).line)
             let summary = try Transcoder(job: job, logger: logger).run(cancel: cancel) { p in
                 reporter.send(JobReport.progress(done: p.framesDone, total: p.framesTotal, elapsed: p.elapsed).line)
@@ -140,10 +153,23 @@ struct UpscaleCommand: ParsableCommand {
             case .usage: throw ExitCode(2)
             default: throw ExitCode(1)
             }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             reporter.send(JobReport.error(kind: "processing", text: "'\(input)': \(error)").line)
             throw ExitCode(1)
         }
+    }
+
+    private func freeBytes(_ folder: String) -> Int64? {
+        if let free = TestHook.freeBytes { return free }
+        var info = statvfs()
+        guard statvfs(folder, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    private func megabytes(_ bytes: Int64) -> String {
+        bytes >= 10_000_000_000 ? String(format: "%.1f GB", Double(bytes) / 1e9) : String(format: "%.0f MB", Double(bytes) / 1e6)
     }
 
     private func summaryLine(_ s: TranscodeSummary, job: Job) -> String {

@@ -58,6 +58,7 @@ struct WatchCommand: ParsableCommand {
         if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_RETRY_SECONDS"], let seconds = Double(text) {
             config.unavailableRetry = seconds
             config.backoff = seconds
+            config.spaceRetry = seconds
         }
         // Test hooks: shorter retry and stall times than a person would want.
         if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_STALL_SECONDS"], let seconds = Double(text) {

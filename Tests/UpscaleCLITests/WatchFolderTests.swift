@@ -205,6 +205,48 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.info(inbox.appendingPathComponent("Upscaled/a Upscaled 2.mp4").path).video?.width, 128)
     }
 
+    func testJobWaitsForSpaceInsteadOfFailingHalfWay() throws {
+        try drop(Self.clip, as: "big.mp4")
+        let tight = try watchOnce(Self.encode, environment: ["UPSCALE_TEST_FREE_BYTES": "1000000", "UPSCALE_WATCH_RETRY_SECONDS": "0.2"])
+        XCTAssertEqual(tight.status, 0, tight.stderr)
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "waiting-for-space")
+        XCTAssertEqual(job.attempts, 0)
+        XCTAssertTrue(job.error?.contains("has 1 MB free; this job may need up to") == true, job.error ?? "")
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertTrue(files("").contains("big.mp4"))
+        usleep(300_000)
+        let roomy = try watchOnce()
+        XCTAssertEqual(roomy.status, 0, roomy.stderr)
+        XCTAssertEqual(try listing().jobs.first?.state, "done")
+        XCTAssertEqual(files("Upscaled"), ["big Upscaled.mp4"])
+    }
+
+    func testFileWrittenInChunksWithPausesIsNotTakenEarly() throws {
+        // A copy over SMB/NFS: reopened and appended every 0.8 s, closed in between (invisible
+        // to /proc), for 4 s; the settle time (2 s) is longer than each pause.
+        let data = try Data(contentsOf: Self.clip)
+        let watcher = try background(["watch", inbox.path, "--settle", "2"] + Self.encode)
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        let path = inbox.appendingPathComponent("slow.mp4").path
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let chunks = 5
+        for i in 0..<chunks {
+            let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+            try handle.seekToEnd()
+            let range = (data.count * i / chunks)..<(data.count * (i + 1) / chunks)
+            try handle.write(contentsOf: data.subdata(in: range))
+            try handle.close()
+            usleep(800_000)
+            XCTAssertEqual((try? listing().jobs.count) ?? 0, 0, "taken after chunk \(i + 1) of \(chunks)")
+        }
+        try waitFor("the complete file to be upscaled") { try listing().jobs.first?.state == "done" }
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/slow.mp4")), data)
+    }
+
     func testRecursiveKeepsSubfolderPaths() throws {
         try drop(Self.clip, as: "trip/day 1/a.mp4")
         let run = try watchOnce(Self.encode + ["--recursive"])
