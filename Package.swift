@@ -74,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "upscale",
             dependencies: [
-                "UpscaleMedia", "UpscaleQueue",
+                "UpscaleMedia", "UpscaleQueue", "UpscaleImages",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ConsoleKitTerminal", package: "console-kit"),

@@ -32,4 +32,23 @@ static inline int upscale_vips_text(VipsImage **out, const char *text, const cha
 }
 static inline void upscale_vips_unref(VipsImage *image) { g_object_unref(image); }
 
+/// Loads the first page/frame of an image with random access (stills are decoded whole).
+static inline VipsImage *upscale_vips_open(const char *path) {
+    return vips_image_new_from_file(path, NULL);
+}
+/// Saves by the file name's suffix; saver options may follow in brackets ("x.jpg[Q=90,strip]").
+static inline int upscale_vips_write(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
+static inline int upscale_vips_cast(VipsImage *in, VipsImage **out, VipsBandFormat format) { return vips_cast(in, out, format, NULL); }
+static inline int upscale_vips_copy_as(VipsImage *in, VipsImage **out, VipsInterpretation space) {
+    return vips_copy(in, out, "interpretation", space, NULL);
+}
+static inline int upscale_vips_pages(VipsImage *in) {
+    int pages = 1;
+    if (vips_image_get_typeof(in, "n-pages")) vips_image_get_int(in, "n-pages", &pages);
+    return pages;
+}
+static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
+    vips_image_set_blob_copy(image, name, data, length);
+}
+
 #endif

@@ -19,6 +19,7 @@ public enum ImagePlanes {
     public struct ImageError: Error, CustomStringConvertible {
         public let message: String
         public var description: String { message }
+        public init(message: String) { self.message = message }
     }
 
     /// The luma (Rec. 601 weights, as libvips' `b-w` colourspace) of a photo, as an 8-bit plane,

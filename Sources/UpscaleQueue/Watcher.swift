@@ -52,6 +52,8 @@ public final class Watcher: @unchecked Sendable {
     private var ignoredOnce: Set<String> = []
     private var failedThisRun = 0
     private var folderWasAvailable = true
+    /// Signalled when a job ends, so the next one starts at once.
+    private let jobEnded = DispatchSemaphore(value: 0)
 
     public init(config: WatchConfiguration, store: JobStore, say: @escaping @Sendable (String) -> Void) {
         self.config = config
@@ -91,7 +93,9 @@ public final class Watcher: @unchecked Sendable {
                 folderWasAvailable = true
             }
             _ = try store.requeueExpired(now: now)
-            if now - lastRescan >= config.poll {
+            // While files are settling, look again sooner (a settle time under the poll interval is honoured).
+            let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
+            if now - lastRescan >= rescan {
                 try scan(now: now)
                 lastRescan = now
             }
@@ -106,7 +110,7 @@ public final class Watcher: @unchecked Sendable {
                 if open.isEmpty || open.allSatisfy({ $0.state == .waitingForSpace })
                     || (paused && open.allSatisfy { $0.state == .queued || $0.state == .waitingForSpace }) { break }
             }
-            sleepWatching(min(config.poll, 0.25), stop: stop)
+            _ = jobEnded.wait(timeout: .now() + min(config.poll, 0.1))
         }
         if stop.isCancelled {
             let jobs = lock.withLock { Array(running.values) }
@@ -194,6 +198,7 @@ public final class Watcher: @unchecked Sendable {
         Thread.detachNewThread {
             job.run()
             self.lock.withLock { self.running[claim.job.id] = nil }
+            self.jobEnded.signal()
         }
     }
 
@@ -333,7 +338,7 @@ final class RunningJob: @unchecked Sendable {
         while outcome == nil {
             outcome = process.poll()
             if outcome != nil { break }
-            usleep(100_000)
+            usleep(20_000)
             if !outputStored, let planned = lock.withLock({ output }) {
                 outputStored = true
                 _ = try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))

@@ -1,5 +1,6 @@
 import ArgumentParser
 import UpscaleCore
+import UpscaleImages
 import UpscaleMedia
 
 extension VideoCodec: ExpressibleByArgument {}
@@ -44,6 +45,15 @@ struct EncodeOptions: ParsableArguments {
     @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
     var deinterlace = false
 
+    @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic or jxl (default: the input's).")
+    var format: String?
+
+    @Option(help: "Still images: quality 1…100 for jpg, webp, avif, heic and jxl (default 90).")
+    var quality: Int?
+
+    @Flag(help: "Still images: drop metadata (EXIF, XMP, ICC profile).")
+    var strip = false
+
     func validate() throws {
         if let width, !(OutputSize.minimum...OutputSize.maximum).contains(width) {
             throw ValidationError("--width must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
@@ -69,6 +79,12 @@ struct EncodeOptions: ParsableArguments {
         if let threads, !(1...256).contains(threads) {
             throw ValidationError("--threads must be between 1 and 256")
         }
+        if let format, StillImage.formats[format.lowercased()] == nil {
+            throw ValidationError("--format must be one of jpg, png, webp, tiff, avif, heic, jxl")
+        }
+        if let quality, !(1...100).contains(quality) {
+            throw ValidationError("--quality must be between 1 and 100")
+        }
     }
 
     /// The options as arguments that parse back to the same values.
@@ -88,6 +104,9 @@ struct EncodeOptions: ParsableArguments {
         if kernel != .lanczos3 { add("kernel", kernel.rawValue) }
         if let refine { list.append(refine ? "--refine" : "--no-refine") }
         if deinterlace { list.append("--deinterlace") }
+        add("format", format)
+        add("quality", quality)
+        if strip { list.append("--strip") }
         return list
     }
 

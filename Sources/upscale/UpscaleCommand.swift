@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import UpscaleCore
+import UpscaleImages
 import UpscaleMedia
 import UpscaleQueue
 
@@ -126,6 +127,10 @@ struct UpscaleCommand: ParsableCommand {
         let trap = SignalTrap(repeatable: true) { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }
         guard let input = inputs.first else { throw ExitCode(2) }
+        if StillImage.isStill(input) {
+            try runStill(input: input, reporter: reporter, logger: logger)
+            return
+        }
         do {
             var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch)
             if let text = ProcessInfo.processInfo.environment["UPSCALE_STALL_SECONDS"], let seconds = Double(text) {
@@ -161,14 +166,14 @@ struct UpscaleCommand: ParsableCommand {
         }
     }
 
-    private func freeBytes(_ folder: String) -> Int64? {
+    func freeBytes(_ folder: String) -> Int64? {
         if let free = TestHook.freeBytes { return free }
         var info = statvfs()
         guard statvfs(folder, &info) == 0 else { return nil }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
-    private func megabytes(_ bytes: Int64) -> String {
+    func megabytes(_ bytes: Int64) -> String {
         bytes >= 10_000_000_000 ? String(format: "%.1f GB", Double(bytes) / 1e9) : String(format: "%.0f MB", Double(bytes) / 1e6)
     }
 

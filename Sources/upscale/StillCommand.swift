@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import Logging
+import UpscaleMedia
+import UpscaleImages
+import UpscaleQueue
+
+extension UpscaleCommand {
+    /// One still image in the child: size, name, upscale through the core, save through
+    /// libvips to a hidden temporary file, rename into place.
+    func runStill(input: String, reporter: JobReporter, logger: Logger) throws {
+        let start = Date()
+        var temporary: String?
+        do {
+            let still = try StillImage(path: input)
+            still.notices.forEach { logger.notice("\($0)") }
+            let size = try StillSize.resolve(width: still.width, height: still.height,
+                                             to: (encode.width, encode.height), scale: encode.scale, path: input)
+            let output = try stillOutputPath(input: input)
+            reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
+            let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
+            let upscaled = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads)
+            if encode.refine == true && !upscaled.refined {
+                logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
+            }
+            let ext = URL(fileURLWithPath: output).pathExtension
+            let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + ext
+            temporary = partial
+            try upscaled.save(to: partial, quality: encode.quality, strip: encode.strip)
+            if !overwrite && FileManager.default.fileExists(atPath: output) {
+                throw ImagePlanes.ImageError(message: "'\(output)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
+            }
+            guard rename(partial, output) == 0 else {
+                throw ImagePlanes.ImageError(message: "cannot move the finished file to '\(output)': \(String(cString: strerror(errno)))")
+            }
+            temporary = nil
+            let seconds = Date().timeIntervalSince(start)
+            let scaling = encode.kernel.rawValue + (upscaled.refined ? " + edge refinement" : "")
+            reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
+        } catch let error as UpscaleError {
+            temporary.map { _ = unlink($0) }
+            reporter.send(JobReport.error(kind: "\(error.kind)", text: error.message).line)
+            throw ExitCode(error.kind == .usage ? 2 : 1)
+        } catch {
+            temporary.map { _ = unlink($0) }
+            reporter.send(JobReport.error(kind: "input", text: "\(error)").line)
+            throw ExitCode(1)
+        }
+    }
+
+    /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.
+    private func stillOutputPath(input: String) throws -> String {
+        let inputURL = URL(fileURLWithPath: input)
+        let inputExt = inputURL.pathExtension.lowercased()
+        let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? (inputExt == "jpeg" ? "jpg" : inputExt)
+        guard StillImage.canSave(extension: ext) else {
+            throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
+        }
+        var output: String
+        if let given = self.output, !(isFolder(given) || childBatch || given.hasSuffix("/")) {
+            output = given
+        } else {
+            let folder = self.output ?? inputURL.deletingLastPathComponent().path
+            let stem = inputURL.deletingPathExtension().lastPathComponent + " Upscaled"
+            output = URL(fileURLWithPath: folder).appendingPathComponent("\(stem).\(ext)").path
+            var n = 2
+            while uniqueName && !overwrite && FileManager.default.fileExists(atPath: output) {
+                output = URL(fileURLWithPath: folder).appendingPathComponent("\(stem) \(n).\(ext)").path
+                n += 1
+            }
+        }
+        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        guard isFolder(folder) else {
+            throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
+        }
+        if FileManager.default.fileExists(atPath: output) && !overwrite {
+            throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
+        }
+        return output
+    }
+
+    private func isFolder(_ path: String) -> Bool {
+        var flag: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &flag) && flag.boolValue
+    }
+}
