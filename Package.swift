@@ -106,7 +106,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleCLITests",
-            dependencies: ["UpscaleMedia", "DamageCorpus", "upscale", "upscale-bench"],
+            dependencies: ["UpscaleMedia", "UpscaleImages", "UpscaleCore", "CVips", "DamageCorpus", "upscale", "upscale-bench"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

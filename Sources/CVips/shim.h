@@ -5,7 +5,15 @@
 
 #include <vips/vips.h>
 
-static inline int upscale_vips_init(const char *argv0) { return VIPS_INIT(argv0); }
+static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
+
+/// Starts libvips. Its warnings (a damaged tile, a truncated file) go nowhere: the failure
+/// they lead to is reported once, in one line, by the caller.
+static inline int upscale_vips_init(const char *argv0) {
+    int status = VIPS_INIT(argv0);
+    g_log_set_handler("VIPS", (GLogLevelFlags)(G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO), upscale_vips_drop_log, NULL);
+    return status;
+}
 
 /// Loads an image from a file; sequential access is enough for a single read-through.
 static inline VipsImage *upscale_vips_load(const char *path) {
@@ -33,8 +41,10 @@ static inline int upscale_vips_text(VipsImage **out, const char *text, const cha
 static inline void upscale_vips_unref(VipsImage *image) { g_object_unref(image); }
 
 /// Loads the first page/frame of an image with random access (stills are decoded whole).
+/// Decoding stops at the first error (a truncated or damaged file fails instead of being
+/// filled with gray).
 static inline VipsImage *upscale_vips_open(const char *path) {
-    return vips_image_new_from_file(path, NULL);
+    return vips_image_new_from_file(path, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
 }
 /// Saves by the file name's suffix; saver options may follow in brackets ("x.jpg[Q=90,strip]").
 static inline int upscale_vips_write(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
@@ -47,6 +57,13 @@ static inline int upscale_vips_pages(VipsImage *in) {
     if (vips_image_get_typeof(in, "n-pages")) vips_image_get_int(in, "n-pages", &pages);
     return pages;
 }
+/// One of libvips' built-in ICC profiles ("srgb", "p3", "cmyk"), or NULL.
+static inline VipsBlob *upscale_vips_profile(const char *name) {
+    VipsBlob *blob = NULL;
+    if (vips_profile_load(name, &blob, NULL)) return NULL;
+    return blob;
+}
+static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
     vips_image_set_blob_copy(image, name, data, length);
 }

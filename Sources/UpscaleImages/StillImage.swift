@@ -231,7 +231,11 @@ public struct UpscaledStill {
         var tagged: UnsafeMutablePointer<VipsImage>?
         guard upscale_vips_copy_as(raw, &tagged, source.outputInterpretation) == 0, let tagged else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
         defer { upscale_vips_unref(tagged) }
-        if !strip { source.copyMetadata(to: tagged) }
+        if !strip {
+            source.copyMetadata(to: tagged)
+            // The pixels are upright now: the EXIF block the saver writes says so.
+            vips_image_set_int(tagged, "orientation", 1)
+        }
         let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
         var options: [String] = []
         if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
