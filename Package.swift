@@ -55,7 +55,7 @@ let package = Package(
         // Batch work: jobs in child processes (the plain command runs each file in one too).
         .target(
             name: "UpscaleQueue",
-            dependencies: ["CProcess", "CSQLite", "UpscaleMedia"],
+            dependencies: ["CProcess", "CSQLite", "UpscaleMedia", "UpscaleImages"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(

@@ -101,27 +101,13 @@ public final class StillImage {
         let count = width * height
         if sixteenBit {
             guard size == count * bands * 2 else { throw ImagePlanes.ImageError(message: "'\(path)': unexpected sample layout") }
-            let samples = memory.assumingMemoryBound(to: UInt16.self)
             let planes = (0..<bands).map { _ in Plane16(width: width, height: height, bitDepth: 16) }
-            for y in 0..<height {
-                let row = samples + y * width * bands
-                for (b, plane) in planes.enumerated() {
-                    let out = plane.row(y)
-                    for x in 0..<width { out[x] = row[x * bands + b] }
-                }
-            }
+            Interleaving.split(memory.assumingMemoryBound(to: UInt16.self), into: planes)
             return (Array(planes.prefix(colourBands)), hasAlpha ? planes[colourBands] : nil)
         }
         guard size == count * bands else { throw ImagePlanes.ImageError(message: "'\(path)': unexpected sample layout") }
-        let samples = memory.assumingMemoryBound(to: UInt8.self)
         let planes = (0..<bands).map { _ in Plane(width: width, height: height) }
-        for y in 0..<height {
-            let row = samples + y * width * bands
-            for (b, plane) in planes.enumerated() {
-                let out = plane.row(y)
-                for x in 0..<width { out[x] = row[x * bands + b] }
-            }
-        }
+        Interleaving.split(memory.assumingMemoryBound(to: UInt8.self), into: planes)
         return (Array(planes.prefix(colourBands)), hasAlpha ? planes[colourBands] : nil)
     }
 
@@ -136,12 +122,12 @@ public final class StillImage {
         let alphaScaler = FrameScaler(input: (width, height), output: size, layout: .gray, kernel: kernel, threads: threads)
         if sixteenBit {
             let colour = colour as! [Plane16], alpha = alpha as! Plane16?
-            if let alpha { colour.forEach { Premultiply.apply16($0, alpha: alpha) } }
+            if let alpha { colour.forEach { Premultiply.apply($0, alpha: alpha) } }
             let out = colourScaler.scale(Frame16(width: width, height: height, layout: layout, planes: colour))
             var planes = out.planes
             if let alpha {
                 let a = alphaScaler.scale(Frame16(width: width, height: height, layout: .gray, planes: [alpha])).planes[0]
-                planes.forEach { Premultiply.undo16($0, alpha: a) }
+                planes.forEach { Premultiply.undo($0, alpha: a) }
                 planes.append(a)
             }
             return UpscaledStill(source: self, width: size.width, height: size.height, planes16: planes, planes8: [], refined: colourScaler.refiner != nil)
@@ -205,23 +191,9 @@ public struct UpscaledStill {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 16)
         defer { buffer.deallocate() }
         if sixteen {
-            let out = buffer.assumingMemoryBound(to: UInt16.self)
-            for y in 0..<height {
-                let row = out + y * width * bands
-                for (b, plane) in planes16.enumerated() {
-                    let src = plane.row(y)
-                    for x in 0..<width { row[x * bands + b] = src[x] }
-                }
-            }
+            Interleaving.join(planes16, into: buffer.assumingMemoryBound(to: UInt16.self))
         } else {
-            let out = buffer.assumingMemoryBound(to: UInt8.self)
-            for y in 0..<height {
-                let row = out + y * width * bands
-                for (b, plane) in planes8.enumerated() {
-                    let src = plane.row(y)
-                    for x in 0..<width { row[x * bands + b] = src[x] }
-                }
-            }
+            Interleaving.join(planes8, into: buffer.assumingMemoryBound(to: UInt8.self))
         }
         guard let raw = vips_image_new_from_memory(buffer, bytes, Int32(width), Int32(height), Int32(bands),
                                                    sixteen ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR) else {
@@ -250,39 +222,62 @@ public struct UpscaledStill {
     }
 }
 
-/// Colour times alpha before scaling and divided by it after, so a transparent neighbour's
-/// (meaningless) colour never bleeds into an edge as a dark or light fringe.
-enum Premultiply {
-    static func apply(_ plane: Plane, alpha: Plane) {
-        for y in 0..<plane.height {
-            let c = plane.row(y), a = alpha.row(y)
-            for x in 0..<plane.width { c[x] = UInt8((Int(c[x]) * Int(a[x]) + 127) / 255) }
-        }
-    }
+/// Planes of one sample type, 8- or 16-bit.
+protocol SamplePlane {
+    associatedtype Sample: FixedWidthInteger & UnsignedInteger
+    var width: Int { get }
+    var height: Int { get }
+    func row(_ y: Int) -> UnsafeMutablePointer<Sample>
+}
 
-    static func undo(_ plane: Plane, alpha: Plane) {
-        for y in 0..<plane.height {
-            let c = plane.row(y), a = alpha.row(y)
-            for x in 0..<plane.width {
-                let alpha = Int(a[x])
-                c[x] = alpha == 0 ? 0 : UInt8(min(255, (Int(c[x]) * 255 + alpha / 2) / alpha))
+extension Plane: SamplePlane {}
+extension Plane16: SamplePlane {}
+
+/// libvips hands over and takes pixels interleaved (RGBARGBA…); the core works on planes.
+enum Interleaving {
+    static func split<P: SamplePlane>(_ samples: UnsafePointer<P.Sample>, into planes: [P]) {
+        guard let first = planes.first else { return }
+        let bands = planes.count, width = first.width
+        for y in 0..<first.height {
+            let row = samples + y * width * bands
+            for (b, plane) in planes.enumerated() {
+                let out = plane.row(y)
+                for x in 0..<width { out[x] = row[x * bands + b] }
             }
         }
     }
 
-    static func apply16(_ plane: Plane16, alpha: Plane16) {
+    static func join<P: SamplePlane>(_ planes: [P], into samples: UnsafeMutablePointer<P.Sample>) {
+        guard let first = planes.first else { return }
+        let bands = planes.count, width = first.width
+        for y in 0..<first.height {
+            let row = samples + y * width * bands
+            for (b, plane) in planes.enumerated() {
+                let src = plane.row(y)
+                for x in 0..<width { row[x * bands + b] = src[x] }
+            }
+        }
+    }
+}
+
+/// Colour times alpha before scaling and divided by it after, so a transparent neighbour's
+/// (meaningless) colour never bleeds into an edge as a dark or light fringe.
+enum Premultiply {
+    static func apply<P: SamplePlane>(_ plane: P, alpha: P) {
+        let full = Int(P.Sample.max)
         for y in 0..<plane.height {
             let c = plane.row(y), a = alpha.row(y)
-            for x in 0..<plane.width { c[x] = UInt16((Int(c[x]) * Int(a[x]) + 32767) / 65535) }
+            for x in 0..<plane.width { c[x] = P.Sample((Int(c[x]) * Int(a[x]) + full / 2) / full) }
         }
     }
 
-    static func undo16(_ plane: Plane16, alpha: Plane16) {
+    static func undo<P: SamplePlane>(_ plane: P, alpha: P) {
+        let full = Int(P.Sample.max)
         for y in 0..<plane.height {
             let c = plane.row(y), a = alpha.row(y)
             for x in 0..<plane.width {
                 let alpha = Int(a[x])
-                c[x] = alpha == 0 ? 0 : UInt16(min(65535, (Int(c[x]) * 65535 + alpha / 2) / alpha))
+                c[x] = alpha == 0 ? 0 : P.Sample(min(full, (Int(c[x]) * full + alpha / 2) / alpha))
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import UpscaleImages
 import UpscaleMedia
 
 /// How a folder is watched.
@@ -148,10 +149,10 @@ public final class Watcher: @unchecked Sendable {
                 }
                 guard (info.st_mode & S_IFMT) == S_IFREG, !Self.isJunk(name) else { continue }
                 let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
-                guard Self.videoExtensions.contains(ext) else {
+                guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) else {
                     if !ignoredOnce.contains(rel) {
                         ignoredOnce.insert(rel)
-                        say("ignoring '\(rel)': not a video file")
+                        say("ignoring '\(rel)': not a video or image file")
                     }
                     continue
                 }
@@ -232,8 +233,16 @@ public final class Watcher: @unchecked Sendable {
     /// The output opens, has the planned picture size, as many frames as the job wrote, and
     /// lasts as long as the input (within a second or three frames).
     static func check(output: String, source: String, planned: (width: Int, height: Int)?, frames: Int?) throws {
-        let info = try MediaProbe.info(output)
         let name = URL(fileURLWithPath: output).lastPathComponent
+        if StillImage.isStill(output) {
+            // A still: libvips opens it and it has the planned size.
+            let still = try StillImage(path: output)
+            if let planned, still.width != planned.width || still.height != planned.height {
+                throw WatchError("the output '\(name)' is \(still.width)x\(still.height), not the planned \(planned.width)x\(planned.height)")
+            }
+            return
+        }
+        let info = try MediaProbe.info(output)
         guard let video = info.video else { throw WatchError("the output '\(name)' has no video") }
         if let planned, video.width != planned.width || video.height != planned.height {
             throw WatchError("the output '\(name)' is \(video.width)x\(video.height), not the planned \(planned.width)x\(planned.height)")
