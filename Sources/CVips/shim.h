@@ -63,6 +63,13 @@ static inline VipsBlob *upscale_vips_profile(const char *name) {
     if (vips_profile_load(name, &blob, NULL)) return NULL;
     return blob;
 }
+/// A headerless file of interleaved samples (mapped, so saving it streams).
+static inline VipsImage *upscale_vips_rawload(const char *path, int width, int height, int bands, VipsBandFormat format) {
+    VipsImage *out = NULL;
+    if (vips_rawload(path, &out, width, height, bands, "format", format, NULL)) return NULL;
+    return out;
+}
+static inline int upscale_vips_bandjoin2(VipsImage *a, VipsImage *b, VipsImage **out) { return vips_bandjoin2(a, b, out, NULL); }
 static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
     vips_image_set_blob_copy(image, name, data, length);

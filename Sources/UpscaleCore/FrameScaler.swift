@@ -75,7 +75,11 @@ public final class FrameScaler: @unchecked Sendable {
 
     /// Scales a 10/12/16-bit frame (refined like 8-bit frames, in 8-bit units).
     /// Not reentrant: one call at a time per scaler.
-    public func scale(_ source: Frame16, into destination: Frame16) {
+    public func scale(_ source: Frame16, into destination: Frame16) { scale(source, bands: nil, into: destination) }
+
+    /// Only the output rows of `bands` (all planes): a tall output can be made strip by strip
+    /// into views of each strip (`Plane16(viewing:…)`), with the same bytes as whole.
+    public func scale(_ source: Frame16, bands: Range<Int>?, into destination: Frame16) {
         precondition(source.width == inputWidth && source.height == inputHeight && source.layout == layout,
                      "source frame does not match the scaler")
         precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
@@ -90,6 +94,7 @@ public final class FrameScaler: @unchecked Sendable {
         }
         held = nil
         let luma = steadyLuma(source.planes[0], held: &held16)
+        let tasks = bands.map { bands in self.tasks.filter { bands.contains($0.band) } } ?? self.tasks
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample16(band: band, from: source.planes[plane], into: destination.planes[plane],
@@ -143,13 +148,25 @@ public final class FrameScaler: @unchecked Sendable {
     }
 
     /// Scales `source` into `destination`. Not reentrant: one call at a time per scaler.
-    public func scale(_ source: Frame, into destination: Frame) {
+    public func scale(_ source: Frame, into destination: Frame) { scale(source, bands: nil, into: destination) }
+
+    /// The output bands (runs of `bandHeight` rows, refinement-aligned) every plane is made in.
+    /// Strip-by-strip scaling takes whole bands; this is their count for the first plane.
+    public var bandCount: Int { resamplers[0].bandCount }
+
+    /// Output rows of band `band` of the first plane.
+    public func rows(band: Int) -> Range<Int> { resamplers[0].rows(band: band) }
+
+    /// Only the output rows of `bands` (all planes, which must share the first plane's bands:
+    /// gray, RGB, RGBA); see the 16-bit version.
+    public func scale(_ source: Frame, bands: Range<Int>?, into destination: Frame) {
         precondition(source.width == inputWidth && source.height == inputHeight && source.layout == layout,
                      "source frame does not match the scaler")
         precondition(destination.width == outputWidth && destination.height == outputHeight && destination.layout == layout,
                      "destination frame does not match the scaler")
         held16 = nil
         let luma = steadyLuma(source.planes[0], held: &held)
+        let tasks = bands.map { bands in self.tasks.filter { bands.contains($0.band) } } ?? self.tasks
         scheduler.run(tasks: tasks.count) { task, worker in
             let (plane, band) = tasks[task]
             resamplers[plane].resample(band: band, from: source.planes[plane], into: destination.planes[plane], scratch: scratch[worker])

@@ -8,6 +8,17 @@ public final class Plane: @unchecked Sendable {
     public let height: Int
     public let stride: Int
     public let base: UnsafeMutablePointer<UInt8>
+    private let owned: Bool
+
+    /// A plane over memory someone else owns (and frees): rows `y` are at `base + y * stride`.
+    /// The scaler writes a strip of a tall output through such a view of the strip's rows.
+    public init(viewing base: UnsafeMutablePointer<UInt8>, width: Int, height: Int, stride: Int) {
+        self.width = width
+        self.height = height
+        self.stride = stride
+        self.base = base
+        owned = false
+    }
 
     /// A zero-filled plane; `stride` defaults to `width` rounded up to 64 bytes.
     public init(width: Int, height: Int, stride: Int? = nil) {
@@ -20,9 +31,10 @@ public final class Plane: @unchecked Sendable {
         let raw = UnsafeMutableRawPointer.allocate(byteCount: rowBytes * height, alignment: 64)
         raw.initializeMemory(as: UInt8.self, repeating: 0, count: rowBytes * height)
         base = raw.assumingMemoryBound(to: UInt8.self)
+        owned = true
     }
 
-    deinit { base.deallocate() }
+    deinit { if owned { base.deallocate() } }
 
     @inlinable public func row(_ y: Int) -> UnsafeMutablePointer<UInt8> { base + y * stride }
 

@@ -8,6 +8,17 @@ public final class Plane16: @unchecked Sendable {
     public let stride: Int
     public let bitDepth: Int
     public let base: UnsafeMutablePointer<UInt16>
+    private let owned: Bool
+
+    /// A plane over memory someone else owns, as `Plane(viewing:…)`.
+    public init(viewing base: UnsafeMutablePointer<UInt16>, width: Int, height: Int, bitDepth: Int, stride: Int) {
+        self.width = width
+        self.height = height
+        self.stride = stride
+        self.bitDepth = bitDepth
+        self.base = base
+        owned = false
+    }
 
     public init(width: Int, height: Int, bitDepth: Int = 10, stride: Int? = nil) {
         precondition(width > 0 && height > 0, "plane size must be positive")
@@ -20,6 +31,7 @@ public final class Plane16: @unchecked Sendable {
         self.bitDepth = bitDepth
         base = .allocate(capacity: rowSamples * height)
         base.initialize(repeating: 0, count: rowSamples * height)
+        owned = true
     }
 
     public convenience init(width: Int, height: Int, bitDepth: Int, samples: [UInt16]) {
@@ -28,7 +40,7 @@ public final class Plane16: @unchecked Sendable {
         for y in 0..<height { for x in 0..<width { base[y * stride + x] = samples[y * width + x] } }
     }
 
-    deinit { base.deallocate() }
+    deinit { if owned { base.deallocate() } }
 
     public var maxValue: Int { (1 << bitDepth) - 1 }
 

@@ -111,37 +111,118 @@ public final class StillImage {
         return (Array(planes.prefix(colourBands)), hasAlpha ? planes[colourBands] : nil)
     }
 
-    /// Upscales to `size` with the core: the colour planes (premultiplied by alpha, so
-    /// transparent pixels lend no colour to their neighbours) with Lanczos and, where trained,
-    /// the edge refinement; alpha with plain Lanczos. Returns the saved result's writer.
-    public func upscale(to size: (width: Int, height: Int), kernel: Kernel, refine: Bool, threads: Int) throws -> UpscaledStill {
+    /// Upscales to `size` with the core and saves to `path` (its suffix picks the format):
+    /// the colour planes premultiplied by alpha (transparent pixels lend no colour to their
+    /// neighbours) with Lanczos and, where trained, the edge refinement; alpha with plain
+    /// Lanczos. The output is made in strips of about `stripBytes` (whole bands of the core),
+    /// appended to a raw file beside `path` that libvips maps and saves from, so only the input
+    /// and one strip are ever in memory. Returns whether the refinement ran.
+    public func upscale(to size: (width: Int, height: Int), kernel: Kernel, refine: Bool, threads: Int,
+                        saveTo path: String, quality: Int?, strip: Bool, stripBytes: Int = 64 << 20) throws -> Bool {
         let (colour, alpha) = try planes()
         let layout: ChromaLayout = colourBands == 1 ? .gray : .rgb
         let refiner = refine ? EdgeRefiner.trained(input: (width, height), output: size) : nil
         let colourScaler = FrameScaler(input: (width, height), output: size, layout: layout, kernel: kernel, threads: threads, refiner: refiner)
         let alphaScaler = FrameScaler(input: (width, height), output: size, layout: .gray, kernel: kernel, threads: threads)
+        precondition((0..<colourScaler.bandCount).allSatisfy { colourScaler.rows(band: $0) == alphaScaler.rows(band: $0) },
+                     "colour and alpha bands differ")
+        let bands = colourBands + (hasAlpha ? 1 : 0)
+        let raw = path + ".raw"
+        defer { unlink(raw) }
+        guard let file = fopen(raw, "wb") else {
+            throw ImagePlanes.ImageError(message: "cannot write '\(raw)': \(String(cString: strerror(errno)))")
+        }
+        var closed = false
+        defer { if !closed { fclose(file) } }
+        let rowBytes = size.width * bands * (sixteenBit ? 2 : 1)
+        let stripRows = max(1, stripBytes / max(1, rowBytes))
+        var groups: [Range<Int>] = []
+        var first = 0
+        while first < colourScaler.bandCount {
+            var end = first + 1
+            while end < colourScaler.bandCount,
+                  colourScaler.rows(band: end).upperBound - colourScaler.rows(band: first).lowerBound <= stripRows { end += 1 }
+            groups.append(first..<end)
+            first = end
+        }
+        let tallest = groups.map { colourScaler.rows(band: $0.upperBound - 1).upperBound - colourScaler.rows(band: $0.lowerBound).lowerBound }.max() ?? 1
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: tallest * rowBytes, alignment: 64)
+        defer { buffer.deallocate() }
+        func emit(rows: Int) throws {
+            if fwrite(buffer, rowBytes, rows, file) != rows {
+                let reason = errno == ENOSPC ? "the disk is full" : String(cString: strerror(errno))
+                throw ImagePlanes.ImageError(message: "writing '\(path)' failed: \(reason); free some space or choose another --output folder")
+            }
+        }
         if sixteenBit {
             let colour = colour as! [Plane16], alpha = alpha as! Plane16?
             if let alpha { colour.forEach { Premultiply.apply($0, alpha: alpha) } }
-            let out = colourScaler.scale(Frame16(width: width, height: height, layout: layout, planes: colour))
-            var planes = out.planes
-            if let alpha {
-                let a = alphaScaler.scale(Frame16(width: width, height: height, layout: .gray, planes: [alpha])).planes[0]
-                planes.forEach { Premultiply.undo($0, alpha: a) }
-                planes.append(a)
+            let stripPlanes = (0..<bands).map { _ in Plane16(width: size.width, height: tallest, bitDepth: 16) }
+            for group in groups {
+                let top = colourScaler.rows(band: group.lowerBound).lowerBound
+                let rows = colourScaler.rows(band: group.upperBound - 1).upperBound - top
+                let views = stripPlanes.map { Plane16(viewing: $0.base - top * $0.stride, width: size.width, height: size.height, bitDepth: 16, stride: $0.stride) }
+                colourScaler.scale(Frame16(width: width, height: height, layout: layout, planes: colour), bands: group,
+                                   into: Frame16(width: size.width, height: size.height, layout: layout, planes: Array(views.prefix(colourBands))))
+                if let alpha {
+                    alphaScaler.scale(Frame16(width: width, height: height, layout: .gray, planes: [alpha]), bands: group,
+                                      into: Frame16(width: size.width, height: size.height, layout: .gray, planes: [views[colourBands]]))
+                    stripPlanes.prefix(colourBands).forEach { Premultiply.undo($0, alpha: stripPlanes[colourBands], rows: rows) }
+                }
+                Interleaving.join(stripPlanes, rows: rows, into: buffer.assumingMemoryBound(to: UInt16.self))
+                try emit(rows: rows)
             }
-            return UpscaledStill(source: self, width: size.width, height: size.height, planes16: planes, planes8: [], refined: colourScaler.refiner != nil)
+        } else {
+            let colour = colour as! [Plane], alpha = alpha as! Plane?
+            if let alpha { colour.forEach { Premultiply.apply($0, alpha: alpha) } }
+            let stripPlanes = (0..<bands).map { _ in Plane(width: size.width, height: tallest) }
+            for group in groups {
+                let top = colourScaler.rows(band: group.lowerBound).lowerBound
+                let rows = colourScaler.rows(band: group.upperBound - 1).upperBound - top
+                let views = stripPlanes.map { Plane(viewing: $0.base - top * $0.stride, width: size.width, height: size.height, stride: $0.stride) }
+                colourScaler.scale(Frame(width: width, height: height, layout: layout, planes: colour), bands: group,
+                                   into: Frame(width: size.width, height: size.height, layout: layout, planes: Array(views.prefix(colourBands))))
+                if let alpha {
+                    alphaScaler.scale(Frame(width: width, height: height, layout: .gray, planes: [alpha]), bands: group,
+                                      into: Frame(width: size.width, height: size.height, layout: .gray, planes: [views[colourBands]]))
+                    stripPlanes.prefix(colourBands).forEach { Premultiply.undo($0, alpha: stripPlanes[colourBands], rows: rows) }
+                }
+                Interleaving.join(stripPlanes, rows: rows, into: buffer.assumingMemoryBound(to: UInt8.self))
+                try emit(rows: rows)
+            }
         }
-        let colour8 = colour as! [Plane], alpha8 = alpha as! Plane?
-        if let alpha8 { colour8.forEach { Premultiply.apply($0, alpha: alpha8) } }
-        let out = colourScaler.scale(Frame(width: width, height: height, layout: layout, planes: colour8))
-        var planes = out.planes
-        if let alpha8 {
-            let a = alphaScaler.scale(Frame(width: width, height: height, layout: .gray, planes: [alpha8])).planes[0]
-            planes.forEach { Premultiply.undo($0, alpha: a) }
-            planes.append(a)
+        closed = true
+        guard fclose(file) == 0 else { throw ImagePlanes.ImageError(message: "writing '\(path)' failed: \(String(cString: strerror(errno)))") }
+        try save(raw: raw, size: size, bands: bands, to: path, quality: quality, strip: strip)
+        return colourScaler.refiner != nil
+    }
+
+    private func save(raw: String, size: (width: Int, height: Int), bands: Int, to path: String, quality: Int?, strip: Bool) throws {
+        guard let mapped = upscale_vips_rawload(raw, Int32(size.width), Int32(size.height), Int32(bands),
+                                                sixteenBit ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR) else {
+            throw ImagePlanes.failure("cannot prepare '\(path)'")
         }
-        return UpscaledStill(source: self, width: size.width, height: size.height, planes16: [], planes8: planes, refined: colourScaler.refiner != nil)
+        defer { upscale_vips_unref(mapped) }
+        var tagged: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_copy_as(mapped, &tagged, outputInterpretation) == 0, let tagged else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
+        defer { upscale_vips_unref(tagged) }
+        if !strip {
+            copyMetadata(to: tagged)
+            // The pixels are upright now: the EXIF block the saver writes says so.
+            vips_image_set_int(tagged, "orientation", 1)
+        }
+        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
+        var options: [String] = []
+        if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
+        if strip { options.append("strip") }
+        let target = options.isEmpty ? path : path + "[" + options.joined(separator: ",") + "]"
+        if upscale_vips_write(tagged, target) != 0 {
+            let full = errno == ENOSPC
+            let failure = ImagePlanes.failure("writing '\(path)' failed")
+            unlink(path)
+            if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
+            throw failure
+        }
     }
 
     /// The metadata blobs carried to the output (unless stripped): ICC profile as it is, EXIF, XMP.
@@ -173,55 +254,6 @@ public final class StillImage {
     }
 }
 
-/// An upscaled picture, ready to be written.
-public struct UpscaledStill {
-    let source: StillImage
-    public let width: Int
-    public let height: Int
-    let planes16: [Plane16]
-    let planes8: [Plane]
-    public let refined: Bool
-
-    /// Writes the picture to `path` (its suffix picks the format) with `quality` for lossy
-    /// formats; metadata kept unless `strip`.
-    public func save(to path: String, quality: Int?, strip: Bool) throws {
-        let bands = planes8.isEmpty ? planes16.count : planes8.count
-        let sixteen = !planes16.isEmpty
-        let bytes = width * height * bands * (sixteen ? 2 : 1)
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 16)
-        defer { buffer.deallocate() }
-        if sixteen {
-            Interleaving.join(planes16, into: buffer.assumingMemoryBound(to: UInt16.self))
-        } else {
-            Interleaving.join(planes8, into: buffer.assumingMemoryBound(to: UInt8.self))
-        }
-        guard let raw = vips_image_new_from_memory(buffer, bytes, Int32(width), Int32(height), Int32(bands),
-                                                   sixteen ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR) else {
-            throw ImagePlanes.failure("cannot prepare '\(path)'")
-        }
-        defer { upscale_vips_unref(raw) }
-        var tagged: UnsafeMutablePointer<VipsImage>?
-        guard upscale_vips_copy_as(raw, &tagged, source.outputInterpretation) == 0, let tagged else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
-        defer { upscale_vips_unref(tagged) }
-        if !strip {
-            source.copyMetadata(to: tagged)
-            // The pixels are upright now: the EXIF block the saver writes says so.
-            vips_image_set_int(tagged, "orientation", 1)
-        }
-        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
-        var options: [String] = []
-        if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
-        if strip { options.append("strip") }
-        let target = options.isEmpty ? path : path + "[" + options.joined(separator: ",") + "]"
-        if upscale_vips_write(tagged, target) != 0 {
-            let failure = ImagePlanes.failure("writing '\(path)' failed")
-            unlink(path)
-            if errno == ENOSPC { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
-            throw failure
-        }
-    }
-}
-
 /// Planes of one sample type, 8- or 16-bit.
 protocol SamplePlane {
     associatedtype Sample: FixedWidthInteger & UnsignedInteger
@@ -247,10 +279,10 @@ enum Interleaving {
         }
     }
 
-    static func join<P: SamplePlane>(_ planes: [P], into samples: UnsafeMutablePointer<P.Sample>) {
+    static func join<P: SamplePlane>(_ planes: [P], rows: Int, into samples: UnsafeMutablePointer<P.Sample>) {
         guard let first = planes.first else { return }
         let bands = planes.count, width = first.width
-        for y in 0..<first.height {
+        for y in 0..<rows {
             let row = samples + y * width * bands
             for (b, plane) in planes.enumerated() {
                 let src = plane.row(y)
@@ -271,9 +303,9 @@ enum Premultiply {
         }
     }
 
-    static func undo<P: SamplePlane>(_ plane: P, alpha: P) {
+    static func undo<P: SamplePlane>(_ plane: P, alpha: P, rows: Int) {
         let full = Int(P.Sample.max)
-        for y in 0..<plane.height {
+        for y in 0..<rows {
             let c = plane.row(y), a = alpha.row(y)
             for x in 0..<plane.width {
                 let alpha = Int(a[x])
@@ -284,10 +316,20 @@ enum Premultiply {
 }
 
 /// Output sizes for stills: as for video (one side keeps the aspect ratio, no size means 2x),
-/// but exact rather than even (no chroma subsampling), 1…16384 per side: the core holds the
-/// whole picture in memory (a 16384x16384 RGB output is 800 MB), and WebP stops at 16383.
+/// but exact rather than even (no chroma subsampling), 1…65500 per side: JPEG's limit (WebP
+/// stops at 16383 and says so). The output is made in strips, so memory is the input plus one
+/// strip; the raw strips wait on disk beside the output (width x height x bands bytes).
 public enum StillSize {
-    public static let maximum = 16384
+    public static let maximum = 65500
+    /// Formats with a smaller limit per side.
+    static let formatLimits: [String: Int] = ["webp": 16383, "heic": 16384, "avif": 16384]
+
+    /// Refuses a size the output format cannot hold, before any work is done.
+    public static func check(_ size: (width: Int, height: Int), extension ext: String, path: String) throws {
+        if let limit = formatLimits[ext.lowercased()], size.width > limit || size.height > limit {
+            throw ImagePlanes.ImageError(message: "'\(path)': .\(ext) holds at most \(limit) pixels per side, and \(size.width)x\(size.height) was asked for; choose --format png, jpg or tiff, or a smaller size")
+        }
+    }
 
     public static func resolve(width: Int, height: Int, to size: (width: Int?, height: Int?), scale: Double?, path: String) throws
         -> (width: Int, height: Int)

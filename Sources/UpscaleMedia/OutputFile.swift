@@ -192,8 +192,11 @@ public enum PartialFile {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return [] }
         var removed: [String] = []
         let marker = ".\(host)."
-        for name in names where name.hasPrefix(".") && name.hasSuffix(".partial") {
-            let stem = name.dropLast(".partial".count)
+        // Stills' temporary files keep their format's suffix after ".partial" (".partial.jpg", ".partial.jpg.raw").
+        for name in names where name.hasPrefix(".") {
+            guard let marked = name.range(of: ".partial", options: .backwards),
+                  marked.upperBound == name.endIndex || name[marked.upperBound] == "." else { continue }
+            let stem = name[..<marked.lowerBound]
             guard let dot = stem.lastIndex(of: "."), let pid = pid_t(stem[stem.index(after: dot)...]),
                   stem[..<dot].hasSuffix(marker.dropLast()) else { continue }
             if kill(pid, 0) == 0 || errno != ESRCH { continue }

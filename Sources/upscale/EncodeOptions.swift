@@ -55,11 +55,12 @@ struct EncodeOptions: ParsableArguments {
     var strip = false
 
     func validate() throws {
-        if let width, !(OutputSize.minimum...OutputSize.maximum).contains(width) {
-            throw ValidationError("--width must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
+        // Video stops at 16384 per side (checked with the input); stills go to 65500.
+        if let width, !(OutputSize.minimum...StillSize.maximum).contains(width) {
+            throw ValidationError("--width must be between \(OutputSize.minimum) and \(OutputSize.maximum) (\(StillSize.maximum) for still images)")
         }
-        if let height, !(OutputSize.minimum...OutputSize.maximum).contains(height) {
-            throw ValidationError("--height must be between \(OutputSize.minimum) and \(OutputSize.maximum)")
+        if let height, !(OutputSize.minimum...StillSize.maximum).contains(height) {
+            throw ValidationError("--height must be between \(OutputSize.minimum) and \(OutputSize.maximum) (\(StillSize.maximum) for still images)")
         }
         if let scale, !(scale > 0 && scale <= 16) {
             throw ValidationError("--scale must be greater than 0 and at most 16")

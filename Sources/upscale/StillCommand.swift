@@ -17,16 +17,18 @@ extension UpscaleCommand {
             let size = try StillSize.resolve(width: still.width, height: still.height,
                                              to: (encode.width, encode.height), scale: encode.scale, path: input)
             let output = try stillOutputPath(input: input)
+            try StillSize.check(size, extension: URL(fileURLWithPath: output).pathExtension, path: input)
             reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
             let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
-            let upscaled = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads)
-            if encode.refine == true && !upscaled.refined {
-                logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
-            }
             let ext = URL(fileURLWithPath: output).pathExtension
             let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + ext
             temporary = partial
-            try upscaled.save(to: partial, quality: encode.quality, strip: encode.strip)
+            let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
+            let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
+                                            saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes)
+            if encode.refine == true && !refined {
+                logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
+            }
             if !overwrite && FileManager.default.fileExists(atPath: output) {
                 throw ImagePlanes.ImageError(message: "'\(output)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
             }
@@ -35,7 +37,7 @@ extension UpscaleCommand {
             }
             temporary = nil
             let seconds = Date().timeIntervalSince(start)
-            let scaling = encode.kernel.rawValue + (upscaled.refined ? " + edge refinement" : "")
+            let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
             reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
         } catch let error as UpscaleError {
             temporary.map { _ = unlink($0) }
