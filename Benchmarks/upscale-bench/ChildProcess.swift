@@ -18,15 +18,13 @@ struct ChildRun {
         let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
         guard spawned == 0 else { throw ImageError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
         // Peak RSS is read from /proc while the child runs: wait4's ru_maxrss would include this
-        // (large) process, whose memory the child shares until it calls exec.
+        // (large) process, whose memory the child shares until it calls exec. `upscale` runs
+        // each file in a child process of its own, so the figure is the resident memory of the
+        // child and all its descendants together, at its highest sample (every 20 ms).
         var status: Int32 = 0
         var peak = 0
         while true {
-            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-               let kib = Int(line.split(separator: " ").dropFirst().first ?? "") {
-                peak = max(peak, kib * 1024)
-            }
+            peak = max(peak, residentTree(pid))
             let reaped = waitpid(pid, &status, WNOHANG)
             if reaped == pid { break }
             if reaped < 0 && errno != EINTR { break }
@@ -50,4 +48,20 @@ func upscaleBinary() -> String {
     let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
     let sibling = me.deletingLastPathComponent().appendingPathComponent("upscale").path
     return FileManager.default.isExecutableFile(atPath: sibling) ? sibling : "upscale"
+}
+
+/// Resident bytes of `pid` and its descendants (from /proc/<pid>/status and task/*/children).
+func residentTree(_ pid: pid_t) -> Int {
+    var total = 0
+    if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+       let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+       let kib = Int(line.split(separator: " ").dropFirst().first ?? "") {
+        total += kib * 1024
+    }
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for task in tasks {
+        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+        for child in children.split(separator: " ").compactMap({ pid_t($0) }) { total += residentTree(child) }
+    }
+    return total
 }

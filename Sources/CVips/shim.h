@@ -70,6 +70,12 @@ static inline VipsImage *upscale_vips_rawload(const char *path, int width, int h
     return out;
 }
 static inline int upscale_vips_bandjoin2(VipsImage *a, VipsImage *b, VipsImage **out) { return vips_bandjoin2(a, b, out, NULL); }
+static inline int upscale_vips_arrayjoin(VipsImage **in, VipsImage **out, int n, int across) {
+    return vips_arrayjoin(in, out, n, "across", across, NULL);
+}
+static inline int upscale_vips_crop(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
+    return vips_crop(in, out, left, top, width, height, NULL);
+}
 static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
     vips_image_set_blob_copy(image, name, data, length);

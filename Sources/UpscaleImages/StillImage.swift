@@ -349,3 +349,44 @@ public enum StillSize {
         return (w, h)
     }
 }
+
+extension ImagePlanes {
+    /// A large real photo for measurements: `photos` (sRGB) tiled in turn and cropped to
+    /// `width` x `height`, saved as a JPEG (quality 92).
+    public static func writeMosaic(of photos: [String], width: Int, height: Int, to path: String) throws {
+        try start()
+        var tiles: [UnsafeMutablePointer<VipsImage>?] = []
+        defer { tiles.forEach { $0.map(upscale_vips_unref) } }
+        var loaded: [UnsafeMutablePointer<VipsImage>] = []
+        for photo in photos {
+            guard let image = upscale_vips_open(photo) else { throw failure("cannot load '\(photo)'") }
+            var rgb: UnsafeMutablePointer<VipsImage>?
+            let converted = upscale_vips_colourspace(image, &rgb, VIPS_INTERPRETATION_sRGB)
+            upscale_vips_unref(image)
+            guard converted == 0, let rgb else { throw failure("cannot convert '\(photo)'") }
+            var bytes: UnsafeMutablePointer<VipsImage>?
+            let cast = upscale_vips_cast(rgb, &bytes, VIPS_FORMAT_UCHAR)
+            upscale_vips_unref(rgb)
+            guard cast == 0, let bytes else { throw failure("cannot convert '\(photo)'") }
+            loaded.append(bytes)
+        }
+        defer { loaded.forEach(upscale_vips_unref) }
+        // Same-size tiles: each photo cropped to the smallest one's size.
+        let tileW = loaded.map { Int(vips_image_get_width($0)) }.min() ?? 1
+        let tileH = loaded.map { Int(vips_image_get_height($0)) }.min() ?? 1
+        let across = (width + tileW - 1) / tileW, down = (height + tileH - 1) / tileH
+        for i in 0..<(across * down) {
+            var tile: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_crop(loaded[i % loaded.count], &tile, 0, 0, Int32(tileW), Int32(tileH)) == 0 else { throw failure("cannot tile") }
+            tiles.append(tile)
+        }
+        var joined: UnsafeMutablePointer<VipsImage>?
+        guard tiles.withUnsafeMutableBufferPointer({ upscale_vips_arrayjoin($0.baseAddress, &joined, Int32($0.count), Int32(across)) }) == 0,
+              let joined else { throw failure("cannot join the tiles") }
+        defer { upscale_vips_unref(joined) }
+        var cut: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_crop(joined, &cut, 0, 0, Int32(width), Int32(height)) == 0, let cut else { throw failure("cannot crop the mosaic") }
+        defer { upscale_vips_unref(cut) }
+        guard upscale_vips_write(cut, path + "[Q=92]") == 0 else { throw failure("cannot write '\(path)'") }
+    }
+}

@@ -145,6 +145,12 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(try blob(out, "icc-profile-data"), icc, "ICC profile bytes changed")
         let exif = try XCTUnwrap(try blob(out, "exif-data"))
         XCTAssertNotNil(exif.range(of: Data("upscale test".utf8)), "EXIF lost")
+        // The EXIF pixel dimensions say the new size.
+        let outImage = try open(out)
+        var text: UnsafePointer<CChar>?
+        XCTAssertEqual(vips_image_get_string(outImage, "exif-ifd2-PixelXDimension", &text), 0)
+        XCTAssertTrue(text.map { String(cString: $0).hasPrefix("986 ") } == true, text.map { String(cString: $0) } ?? "none")
+        upscale_vips_unref(outImage)
         let stripped = try run([tagged, "--strip", "--output", path("stripped.jpg")])
         XCTAssertEqual(stripped.status, 0, stripped.stderr)
         XCTAssertNil(try blob(path("stripped.jpg"), "icc-profile-data"))

@@ -194,6 +194,42 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(files("").contains("a.mp4"))
     }
 
+    func testCancelStopsARunningJobWithinASecondOrTwo() throws {
+        try drop(Self.clip, as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
+        let asked = Date()
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "long.mp4"]).status, 0)
+        try waitFor("the job to stop", timeout: 10) { files("Upscaled").isEmpty }
+        let took = Date().timeIntervalSince(asked)
+        print("cancel: the running job stopped \(String(format: "%.2f", took)) s after 'queue cancel'")
+        XCTAssertLessThan(took, 3)
+        XCTAssertEqual(try listing().jobs.first?.state, "cancelled")
+        XCTAssertTrue(files("").contains("long.mp4"), "the original stays where it was")
+    }
+
+    /// The watcher dies after a job's output is complete and checked state is recorded, before
+    /// the original moves: the next run finishes it from the store (one output, original moved).
+    func testCrashBetweenOutputAndOriginalMoveIsFinishedOnRestart() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let first = try watchOnce(Self.encode, environment: ["UPSCALE_TEST_HOOK": "watcher-dies-finishing"])
+        XCTAssertEqual(first.status, 128 + SIGKILL)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertTrue(files("").contains("a.mp4"))
+        XCTAssertEqual(try listing().jobs.first?.state, "finishing")
+        let second = try watchOnce()
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "done")
+        XCTAssertEqual(job.attempts, 1, "ran twice")
+    }
+
     func testCollisionsGetNumberedNamesAndOptionsAreRemembered() throws {
         try drop(Self.clip, as: "a.mp4")
         XCTAssertEqual(try watchOnce(Self.encode).status, 0)
