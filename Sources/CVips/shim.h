@@ -76,6 +76,9 @@ static inline int upscale_vips_arrayjoin(VipsImage **in, VipsImage **out, int n,
 static inline int upscale_vips_crop(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
     return vips_crop(in, out, left, top, width, height, NULL);
 }
+static inline int upscale_vips_icc_export(VipsImage *in, VipsImage **out, const char *profile) {
+    return vips_icc_export(in, out, "output_profile", profile, NULL);
+}
 static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
     vips_image_set_blob_copy(image, name, data, length);

@@ -259,6 +259,35 @@ final class StillImageTests: XCTestCase {
         XCTAssertFalse(listing().contains { $0.contains(".partial") || $0.hasSuffix(".raw") }, "\(listing())")
     }
 
+    func testCMYKBecomesSRGBAndAnAnimatedGIFGivesItsFirstFrame() throws {
+        let cmyk = try make("print.jpg") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_icc_export(image, &out, "cmyk"), 0, String(cString: vips_error_buffer()))
+            return try XCTUnwrap(out)
+        }
+        XCTAssertEqual(try header(cmyk).bands, 4)
+        let printed = try run([cmyk])
+        XCTAssertEqual(printed.status, 0, printed.stderr)
+        XCTAssertTrue(printed.stderr.contains("is CMYK; converted to sRGB with its embedded profile"), printed.stderr)
+        let rgb = try header(path("print Upscaled.jpg"))
+        XCTAssertEqual(rgb.bands, 3)
+        XCTAssertEqual(rgb.width, 986)
+
+        let anim = try make("anim.gif") { image in
+            var pages: [UnsafeMutablePointer<VipsImage>?] = [image, image]
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(pages.withUnsafeMutableBufferPointer { upscale_vips_arrayjoin($0.baseAddress, &out, 2, 1) }, 0)
+            vips_image_set_int(out, "page-height", vips_image_get_height(image))
+            return try XCTUnwrap(out)
+        }
+        let gif = try run([anim])
+        XCTAssertEqual(gif.status, 0, gif.stderr)
+        XCTAssertTrue(gif.stderr.contains("has 2 frames; only the first is upscaled"), gif.stderr)
+        let first = try header(path("anim Upscaled.gif"))
+        XCTAssertEqual(first.width, 986)
+        XCTAssertEqual(first.height, 712)
+    }
+
     func testBadImagesFailInOneLineAndLeaveNothing() throws {
         FileManager.default.createFile(atPath: path("empty.jpg"), contents: Data())
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: path("text.png")))
