@@ -38,6 +38,9 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var updated: Double
     /// When the current (or last) run started.
     public var started: Double?
+    /// The planned output picture size (known once the job is planned).
+    public var outputWidth: Int?
+    public var outputHeight: Int?
     /// Where a failed job's original was moved (Failed/…), for `queue retry` to bring it back.
     public var movedTo: String?
 }
@@ -70,6 +73,8 @@ public protocol JobStore: AnyObject {
     func claim(owner: String, lease: Double, now: Double) throws -> JobClaim?
     /// Progress and a renewed lease; false when the claim is no longer valid (cancelled, or taken over).
     func heartbeat(_ claim: JobClaim, progress: JobProgress, lease: Double, now: Double) throws -> Bool
+    /// Records what planning found: the output picture size and the frame count (for the ETA).
+    func setPlan(id: Int64, width: Int, height: Int, frames: Int?) throws
     /// Records the chosen output path.
     func setOutput(_ claim: JobClaim, output: String) throws -> Bool
     /// The child succeeded: state `finishing` until `finish` after the output is checked.

@@ -46,34 +46,28 @@ public enum QueueActions {
         return path
     }
 
-    /// Seconds of work left: the running jobs' frames left at their measured rate, and the
-    /// queued ones' input size at the rate (seconds per input byte) measured on this
-    /// folder's finished jobs. Nil until there is something to measure from.
+    /// Seconds of work left. Each job costs about its frames times its output pixels (the
+    /// scaler and the encoder both work per output pixel), so the rate measured on this
+    /// folder's finished jobs is output pixels per second: frames x width x height over their
+    /// run time. A running job uses its own measured fps; a queued one its planned frames and
+    /// size at that rate (the fps this machine reached, scaled to the job's output size).
+    /// Nil until a job has finished (no rate yet) while work is left.
     public static func queueETA(_ jobs: [JobRecord]) -> Double? {
-        let finished = jobs.filter { $0.state == .done && $0.started != nil && $0.updated > $0.started! && $0.size > 0 }
-        let perByte = finished.isEmpty ? nil
-            : finished.reduce(0) { $0 + ($1.updated - $1.started!) } / Double(finished.reduce(Int64(0)) { $0 + $1.size })
+        let finished = jobs.filter { $0.state == .done && $0.started != nil && $0.updated > $0.started! && $0.framesDone > 0
+            && $0.outputWidth != nil && $0.outputHeight != nil }
+        let work = finished.reduce(0.0) { $0 + Double($1.framesDone) * Double($1.outputWidth! * $1.outputHeight!) }
+        let time = finished.reduce(0.0) { $0 + ($1.updated - $1.started!) }
+        let pixelRate = time > 0 && work > 0 ? work / time : nil
         var total = 0.0
-        var known = false
-        for job in jobs {
-            switch job.state {
-            case .running:
-                if let left = runningETA(job) {
-                    total += left
-                    known = true
-                } else if let perByte {
-                    total += perByte * Double(job.size)
-                    known = true
-                }
-            case .queued:
-                if let perByte {
-                    total += perByte * Double(job.size)
-                    known = true
-                }
-            default: break
+        for job in jobs where job.state == .running || job.state == .queued || job.state == .waitingForSpace {
+            if let left = runningETA(job) {
+                total += left
+                continue
             }
+            guard let rate = pixelRate, let frames = job.framesTotal, let w = job.outputWidth, let h = job.outputHeight else { return nil }
+            total += Double(max(0, frames - job.framesDone)) * Double(w * h) / rate
         }
-        return known ? total : nil
+        return total
     }
 
     public static func runningETA(_ job: JobRecord) -> Double? {

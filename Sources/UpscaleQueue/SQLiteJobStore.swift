@@ -23,7 +23,8 @@ public final class SQLiteJobStore: JobStore {
                     settings TEXT NOT NULL, output TEXT, error TEXT,
                     frames_done INTEGER NOT NULL DEFAULT 0, frames_total INTEGER, fps REAL,
                     owner TEXT, token TEXT, lease_expires REAL, not_before REAL,
-                    created REAL NOT NULL, updated REAL NOT NULL, started REAL, moved_to TEXT);
+                    created REAL NOT NULL, updated REAL NOT NULL, started REAL, moved_to TEXT,
+                    out_width INTEGER, out_height INTEGER);
                 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, id);
                 CREATE INDEX IF NOT EXISTS jobs_source ON jobs(source);
                 """)
@@ -45,15 +46,33 @@ public final class SQLiteJobStore: JobStore {
     private static func record(_ row: [String: SQLValue]) -> JobRecord {
         let settingsText = row["settings"]?.string ?? "[]"
         let settings = (try? JSONDecoder().decode([String].self, from: Data(settingsText.utf8))) ?? []
-        return JobRecord(
-            id: row["id"]?.int64 ?? 0, source: row["source"]?.string ?? "", size: row["size"]?.int64 ?? 0,
-            modified: row["modified"]?.double ?? 0, state: JobState(rawValue: row["state"]?.string ?? "") ?? .failed,
-            attempts: row["attempts"]?.int ?? 0, crashes: row["crashes"]?.int ?? 0, settings: settings,
-            output: row["output"]?.string, error: row["error"]?.string,
-            framesDone: row["frames_done"]?.int ?? 0, framesTotal: row["frames_total"]?.int, fps: row["fps"]?.double,
-            owner: row["owner"]?.string, leaseExpires: row["lease_expires"]?.double, notBefore: row["not_before"]?.double,
-            created: row["created"]?.double ?? 0, updated: row["updated"]?.double ?? 0,
-            started: row["started"]?.double, movedTo: row["moved_to"]?.string)
+        let id: Int64 = row["id"]?.int64 ?? 0
+        let source: String = row["source"]?.string ?? ""
+        let size: Int64 = row["size"]?.int64 ?? 0
+        let modified: Double = row["modified"]?.double ?? 0
+        let state: JobState = JobState(rawValue: row["state"]?.string ?? "") ?? .failed
+        let attempts: Int = row["attempts"]?.int ?? 0
+        let crashes: Int = row["crashes"]?.int ?? 0
+        let framesDone: Int = row["frames_done"]?.int ?? 0
+        let created: Double = row["created"]?.double ?? 0
+        let updated: Double = row["updated"]?.double ?? 0
+        var job = JobRecord(
+            id: id, source: source, size: size, modified: modified, state: state, attempts: attempts, crashes: crashes,
+            settings: settings, output: nil, error: nil, framesDone: framesDone, framesTotal: nil, fps: nil, owner: nil,
+            leaseExpires: nil, notBefore: nil, created: created, updated: updated, started: nil,
+            outputWidth: nil, outputHeight: nil, movedTo: nil)
+        job.output = row["output"]?.string
+        job.error = row["error"]?.string
+        job.framesTotal = row["frames_total"]?.int
+        job.fps = row["fps"]?.double
+        job.owner = row["owner"]?.string
+        job.leaseExpires = row["lease_expires"]?.double
+        job.notBefore = row["not_before"]?.double
+        job.started = row["started"]?.double
+        job.movedTo = row["moved_to"]?.string
+        job.outputWidth = row["out_width"]?.int
+        job.outputHeight = row["out_height"]?.int
+        return job
     }
 
     public func enqueue(source: String, size: Int64, modified: Double, settings: [String]) throws -> JobRecord? {
@@ -106,6 +125,13 @@ public final class SQLiteJobStore: JobStore {
     public func heartbeat(_ claim: JobClaim, progress: JobProgress, lease: Double, now: Double) throws -> Bool {
         try update(claim, "frames_done = ?, frames_total = ?, fps = ?, lease_expires = ?, updated = ?",
                    [progress.framesDone, progress.framesTotal, progress.fps, now + lease, now])
+    }
+
+    public func setPlan(id: Int64, width: Int, height: Int, frames: Int?) throws {
+        try locked {
+            try db.query("UPDATE jobs SET out_width = ?, out_height = ?, frames_total = COALESCE(?, frames_total) WHERE id = ?",
+                         [width, height, frames, id])
+        }
     }
 
     public func setOutput(_ claim: JobClaim, output: String) throws -> Bool {

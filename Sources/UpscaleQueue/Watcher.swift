@@ -53,6 +53,7 @@ public final class Watcher: @unchecked Sendable {
     private var ignoredOnce: Set<String> = []
     private var failedThisRun = 0
     private var folderWasAvailable = true
+    private lazy var planner = JobPlanning(watcher: self)
     /// Signalled when a job ends, so the next one starts at once.
     private let jobEnded = DispatchSemaphore(value: 0)
 
@@ -119,6 +120,7 @@ public final class Watcher: @unchecked Sendable {
             jobs.forEach { $0.stopForShutdown() }
         }
         while runningCount > 0 { usleep(50_000) }
+        planner.waitIdle()
         return config.once && failedThisRun > 0 ? 1 : 0
     }
 
@@ -184,6 +186,7 @@ public final class Watcher: @unchecked Sendable {
             let stat = waiting[rel]!
             if let job = try store.enqueue(source: rel, size: stat.size, modified: stat.modified, settings: config.settings) {
                 say("queued '\(rel)' (\(Self.megabytes(stat.size)), job \(job.id))")
+                planner.add(job)
             }
             settler.forget(rel)
         }
@@ -258,6 +261,69 @@ public final class Watcher: @unchecked Sendable {
             }
         }
     }
+}
+
+/// Plans queued jobs in the background, each in a child process (`--child-plan-only`: the
+/// output size and frame count, no work), so `queue list` can estimate the whole queue.
+final class JobPlanning: @unchecked Sendable {
+    private unowned let watcher: Watcher
+    private let lock = NSLock()
+    private var waiting: [JobRecord] = []
+    private var running = false
+
+    init(watcher: Watcher) { self.watcher = watcher }
+
+    func add(_ job: JobRecord) {
+        lock.withLock {
+            waiting.append(job)
+            if !running {
+                running = true
+                Thread.detachNewThread { self.drain() }
+            }
+        }
+    }
+
+    /// Waits until every job handed over is planned.
+    func waitIdle() {
+        while lock.withLock({ running || !waiting.isEmpty }) { usleep(20_000) }
+    }
+
+    private func drain() {
+        while let job = lock.withLock({ waiting.isEmpty ? nil : waiting.removeFirst() }) {
+            plan(job)
+        }
+        lock.withLock { running = false }
+        // A job added between the last removal and the flag: start again.
+        if lock.withLock({ !waiting.isEmpty && !running }) {
+            lock.withLock { running = true }
+            drain()
+        }
+    }
+
+    private func plan(_ job: JobRecord) {
+        let config = watcher.config
+        let found = PlanResult()
+        let outputFolder = config.folder.mirror(config.folder.upscaled, of: job.source)
+        let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--child-plan-only", "--unique-name",
+                                        "--output", outputFolder + "/", "--", config.folder.path(job.source)]
+        guard let process = try? JobProcess(executable: config.executable, arguments: arguments, log: "/dev/null", onLine: { line in
+            switch JobReport(line: line) {
+            case .output(_, let w, let h)?: found.set(size: (w, h))
+            case .progress(_, let total, _)?: found.set(frames: total)
+            default: break
+            }
+        }) else { return }
+        guard process.wait() == .exited(0), let size = found.size else { return }
+        try? watcher.store.setPlan(id: job.id, width: size.width, height: size.height, frames: found.frames)
+    }
+}
+
+private final class PlanResult: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var size: (width: Int, height: Int)?
+    private(set) var frames: Int?
+    func set(size: (Int, Int)) { lock.withLock { self.size = size } }
+    func set(frames: Int?) { lock.withLock { self.frames = frames } }
 }
 
 /// One claimed job: its child process, heartbeats, and what happens after.
@@ -414,6 +480,12 @@ final class RunningJob: @unchecked Sendable {
         let job = claim.job
         let source = config.folder.path(job.source)
         let relativeOutput = String(planned.path.dropFirst(config.folder.root.count + 1))
+        // The final count and rate (a job shorter than a heartbeat would otherwise show none):
+        // finished jobs are what the queue's ETA is measured on.
+        let written = lock.withLock { summaryFrames ?? frames }
+        _ = try? store.heartbeat(claim, progress: JobProgress(framesDone: written, framesTotal: written, fps: seconds > 0 ? Double(written) / seconds : nil),
+                                 lease: config.lease, now: now)
+        try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
         guard (try? store.setOutput(claim, output: relativeOutput)) == true,
               (try? store.markFinishing(claim, now: now)) == true else { return }
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }

@@ -30,6 +30,8 @@ final class ChildState: @unchecked Sendable {
         case .error(_, let text): error = text
         case .progress(let done, let total, let elapsed):
             framesDone = done
+            // A still is one picture: no bar for it.
+            if total == 1 { break }
             if display == nil { display = ProgressDisplay(title: title, console: console) }
             display?.update(TranscodeProgress(framesDone: done, framesTotal: total, elapsed: elapsed))
         }

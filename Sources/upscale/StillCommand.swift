@@ -18,6 +18,11 @@ extension UpscaleCommand {
                                              to: (encode.width, encode.height), scale: encode.scale, path: input)
             let output = try stillOutputPath(input: input)
             try StillSize.check(size, extension: URL(fileURLWithPath: output).pathExtension, path: input)
+            if childPlanOnly {
+                reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
+                reporter.send(JobReport.progress(done: 0, total: 1, elapsed: 0).line)
+                return
+            }
             reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
             let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
             let ext = URL(fileURLWithPath: output).pathExtension
@@ -37,6 +42,7 @@ extension UpscaleCommand {
             }
             temporary = nil
             let seconds = Date().timeIntervalSince(start)
+            reporter.send(JobReport.progress(done: 1, total: 1, elapsed: seconds).line)
             let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
             reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
         } catch let error as UpscaleError {

@@ -43,6 +43,9 @@ struct UpscaleCommand: ParsableCommand {
     /// Set on a child whose parent has several inputs (the output must then be a folder).
     @Flag(help: .hidden) var childBatch = false
 
+    /// Set by the watch folder's planner: report the output size and frame count, do nothing.
+    @Flag(help: .hidden) var childPlanOnly = false
+
     /// Set by the watch folder: a taken output name becomes "<name> Upscaled 2.<ext>".
     @Flag(help: .hidden) var uniqueName = false
 
@@ -137,6 +140,12 @@ struct UpscaleCommand: ParsableCommand {
                 job.stallSeconds = seconds
             }
             job.notices.forEach { logger.notice("\($0)") }
+            if childPlanOnly {
+                reporter.send(JobReport.output(path: job.output, width: job.width, height: job.height).line)
+                let frames = job.frameRate > 0 && job.duration > 0 ? Int((job.duration * job.frameRate).rounded()) : -1
+                reporter.send(JobReport.progress(done: 0, total: frames >= 0 ? frames : nil, elapsed: 0).line)
+                return
+            }
             let folder = URL(fileURLWithPath: job.output).deletingLastPathComponent().path
             if let free = freeBytes(folder), free < job.estimatedOutputBytes {
                 let text = "'\(folder)' has \(megabytes(free)) free; this job may need up to \(megabytes(job.estimatedOutputBytes))"

@@ -62,6 +62,7 @@ final class WatchFolderTests: XCTestCase {
             let error: String?
         }
         let paused: Bool
+        let etaSeconds: Double?
         let jobs: [Job]
     }
 
@@ -282,6 +283,24 @@ final class WatchFolderTests: XCTestCase {
         }
         try waitFor("the complete file to be upscaled") { try listing().jobs.first?.state == "done" }
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/slow.mp4")), data)
+    }
+
+    /// The queue's ETA: queued jobs' planned frames and output size at the output-pixel rate
+    /// measured on the finished ones.
+    func testQueueETAComesFromMeasuredRatesAndPlannedSizes() throws {
+        try drop(Self.clip, as: "a.mp4")
+        try drop(Self.clip, as: "b.mp4")
+        let start = Date()
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        let perJob = Date().timeIntervalSince(start) / 2
+        XCTAssertNil(try listing().etaSeconds.flatMap { $0 > 0 ? $0 : nil }, "nothing is left to do")
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
+        try drop(Self.clip, as: "c.mp4")
+        XCTAssertEqual(try watchOnce().status, 0)
+        let eta = try XCTUnwrap(try listing().etaSeconds)
+        print("queue ETA for one queued job: \(String(format: "%.2f", eta)) s; the same job took about \(String(format: "%.2f", perJob)) s")
+        XCTAssertGreaterThan(eta, 0)
+        XCTAssertLessThan(eta, perJob * 3)
     }
 
     func testRecursiveKeepsSubfolderPaths() throws {
