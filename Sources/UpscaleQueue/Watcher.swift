@@ -264,18 +264,25 @@ public final class Watcher: @unchecked Sendable {
 }
 
 /// Plans queued jobs in the background, each in a child process (`--child-plan-only`: the
-/// output size and frame count, no work), so `queue list` can estimate the whole queue.
+/// output size and frame count, no work, at the lowest CPU priority), so `queue list` can
+/// estimate the whole queue. Only a job still queued after `delay` seconds is planned: one that
+/// starts at once needs no estimate, and planning it would take CPU from the jobs.
 final class JobPlanning: @unchecked Sendable {
     private unowned let watcher: Watcher
     private let lock = NSLock()
-    private var waiting: [JobRecord] = []
+    private var waiting: [(job: JobRecord, due: Date)] = []
     private var running = false
+    private var flushing = false
+    let delay: Double
 
-    init(watcher: Watcher) { self.watcher = watcher }
+    init(watcher: Watcher, delay: Double = 30) {
+        self.watcher = watcher
+        self.delay = delay
+    }
 
     func add(_ job: JobRecord) {
         lock.withLock {
-            waiting.append(job)
+            waiting.append((job, Date().addingTimeInterval(delay)))
             if !running {
                 running = true
                 Thread.detachNewThread { self.drain() }
@@ -283,24 +290,36 @@ final class JobPlanning: @unchecked Sendable {
         }
     }
 
-    /// Waits until every job handed over is planned.
+    /// Plans what is left at once (a once-run ending with jobs still queued) and waits.
     func waitIdle() {
+        lock.withLock { flushing = true }
         while lock.withLock({ running || !waiting.isEmpty }) { usleep(20_000) }
     }
 
     private func drain() {
-        while let job = lock.withLock({ waiting.isEmpty ? nil : waiting.removeFirst() }) {
-            plan(job)
-        }
-        lock.withLock { running = false }
-        // A job added between the last removal and the flag: start again.
-        if lock.withLock({ !waiting.isEmpty && !running }) {
-            lock.withLock { running = true }
-            drain()
+        while true {
+            let next: JobRecord? = lock.withLock {
+                guard let first = waiting.first else {
+                    running = false
+                    return nil
+                }
+                guard flushing || first.due <= Date() else { return JobRecord?.none }
+                waiting.removeFirst()
+                return first.job
+            }
+            if let next {
+                plan(next)
+            } else if lock.withLock({ !running }) {
+                return
+            } else {
+                usleep(100_000)
+            }
         }
     }
 
     private func plan(_ job: JobRecord) {
+        // Only a job still waiting needs an estimate (a finished one has its measured figures).
+        guard let current = try? watcher.store.job(id: job.id), [.queued, .waitingForSpace].contains(current.state) else { return }
         let config = watcher.config
         let found = PlanResult()
         let outputFolder = config.folder.mirror(config.folder.upscaled, of: job.source)
