@@ -274,8 +274,7 @@ public final class Transcoder {
                 while let item = scaled.pop() {
                     switch item {
                     case .picture(let frame, let pts):
-                        try encoder.encode(frame, pts: pts, emit: writeVideo)
-                        outputPool.give(frame)
+                        try encoder.encode(frame, pts: pts, release: { outputPool.give(frame) }, emit: writeVideo)
                     case .packet(let p, let stream):
                         var owned: UnsafeMutablePointer<AVPacket>? = p
                         defer { av_packet_free(&owned) }

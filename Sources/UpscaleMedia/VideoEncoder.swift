@@ -169,10 +169,21 @@ final class VideoEncoder {
 
     /// Encodes one picture (nil flushes at the end); each finished packet goes to `emit`,
     /// timestamps in the encoder's time base. The picture may be reused once this returns.
-    func encode(_ picture: Picture?, pts: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+    /// Encodes `picture` (nil flushes). `release` is called once the encoder no longer needs
+    /// the picture's memory: a picture the encoder takes as it is is handed over without a
+    /// copy, wrapped in a reference-counted buffer whose release gives it back (FFmpeg copies
+    /// a picture that is not reference counted into a freshly allocated frame: at 8K that is
+    /// 50 MB of new pages a frame, since glibc serves blocks over 32 MB with fresh mmaps).
+    func encode(_ picture: Picture?, pts: Int64, release: @escaping () -> Void = {},
+                emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
         var upload: UnsafeMutablePointer<AVFrame>?
-        defer { av_frame_free(&upload) }
+        var handedOver = false
+        defer {
+            av_frame_free(&upload)
+            // Our own reference to a handed-over picture; the encoder keeps its own until done.
+            if handedOver { av_frame_unref(frame) } else if picture != nil { release() }
+        }
         if let picture {
             // Plane pointers and byte strides of whichever depth the picture has.
             let planes: [(UnsafeMutablePointer<UInt8>, Int32)]
@@ -197,6 +208,15 @@ final class VideoEncoder {
                     destination: planePointers(converted), destinationStrides: planeStrides(converted))
                 input = converted
             } else {
+                let owner = Unmanaged.passRetained(PictureRelease(release)).toOpaque()
+                guard let buffer = av_buffer_create(planes[0].0, Int(planes[0].1) * Int(size.1), { opaque, _ in
+                    Unmanaged<PictureRelease>.fromOpaque(opaque!).takeRetainedValue().run()
+                }, owner, 0) else {
+                    Unmanaged<PictureRelease>.fromOpaque(owner).release()
+                    throw UpscaleError(.processing, "out of memory")
+                }
+                handedOver = true
+                frame.pointee.buf.0 = buffer
                 frame.pointee.format = inputFormat.rawValue
                 frame.pointee.width = size.0
                 frame.pointee.height = size.1
@@ -236,4 +256,10 @@ final class VideoEncoder {
             try emit(packet)
         }
     }
+}
+
+/// What to do when FFmpeg lets go of a picture handed to an encoder.
+private final class PictureRelease {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
 }

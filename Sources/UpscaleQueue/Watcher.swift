@@ -426,6 +426,7 @@ final class RunningJob: @unchecked Sendable {
         lock.withLock { child = process }
         var outcome: JobProcess.Outcome?
         var lastBeat = Date.distantPast
+        var lastCancelCheck = Date()
         var outputStored = false
         var stalled = false
         var cancelled = false
@@ -436,6 +437,15 @@ final class RunningJob: @unchecked Sendable {
             if !outputStored, let planned = lock.withLock({ output }) {
                 outputStored = true
                 _ = try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))
+            }
+            // A cancel is looked for four times a second (a read); the heartbeat writes once a second.
+            if !cancelled, Date().timeIntervalSince(lastCancelCheck) >= 0.25 {
+                lastCancelCheck = Date()
+                if (try? store.job(id: job.id))??.state == .cancelled {
+                    cancelled = true
+                    watcher.log("cancel '\(job.source)': stopping its job")
+                    process.terminate()
+                }
             }
             if Date().timeIntervalSince(lastBeat) >= 1 {
                 lastBeat = Date()

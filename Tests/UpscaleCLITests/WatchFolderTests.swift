@@ -208,7 +208,8 @@ final class WatchFolderTests: XCTestCase {
         try waitFor("the job to stop", timeout: 10) { files("Upscaled").isEmpty }
         let took = Date().timeIntervalSince(asked)
         print("cancel: the running job stopped \(String(format: "%.2f", took)) s after 'queue cancel'")
-        XCTAssertLessThan(took, 3)
+        // Seen within a quarter second; the rest is the encoder stopping (about 1 s here, more on a loaded machine).
+        XCTAssertLessThan(took, 6)
         XCTAssertEqual(try listing().jobs.first?.state, "cancelled")
         XCTAssertTrue(files("").contains("long.mp4"), "the original stays where it was")
     }
