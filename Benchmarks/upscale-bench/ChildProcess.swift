@@ -5,6 +5,9 @@ struct ChildRun {
     let status: Int32
     let seconds: Double
     let peakRSS: Int
+    /// CPU seconds of the process and the descendants it waited for (wait4's rusage).
+    var user: Double = 0
+    var system: Double = 0
 
     static func run(_ executable: String, _ arguments: [String]) throws -> ChildRun {
         var pid = pid_t()
@@ -23,16 +26,18 @@ struct ChildRun {
         // child and all its descendants together, at its highest sample (every 20 ms).
         var status: Int32 = 0
         var peak = 0
+        var usage = rusage()
         while true {
             peak = max(peak, residentTree(pid))
-            let reaped = waitpid(pid, &status, WNOHANG)
+            let reaped = wait4(pid, &status, WNOHANG, &usage)
             if reaped == pid { break }
             if reaped < 0 && errno != EINTR { break }
             usleep(20_000)
         }
         let seconds = monotonicSeconds() - start
         let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return ChildRun(status: exitCode, seconds: seconds, peakRSS: peak)
+        let cpu = { (t: timeval) in Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return ChildRun(status: exitCode, seconds: seconds, peakRSS: peak, user: cpu(usage.ru_utime), system: cpu(usage.ru_stime))
     }
 
     /// Whether `name` is an executable on PATH.

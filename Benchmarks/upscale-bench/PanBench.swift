@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import UpscaleImages
+
+/// End to end on real-photo pans (every sample has photo detail: the refinement's hard
+/// case), as a user runs each tool: `upscale` (refinement on, the default), `upscale
+/// --no-refine`, and the equivalent ffmpeg command, alternately, median of `runs`; wall,
+/// CPU (user + system), system time and peak RSS, and each as a ratio of ffmpeg's.
+struct PanBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e-pan",
+        abstract: "upscale (default and --no-refine) vs the ffmpeg command on real-photo pans: 720p→2560 ultrafast/medium, 4K→7680 medium.")
+
+    @Option(help: "Runs per tool and case.") var runs = 3
+    @Flag(help: "Only the 720p cases.") var small = false
+
+    func run() throws {
+        guard ChildRun.available("ffmpeg") else {
+            print("e2e-pan skipped: the ffmpeg command is not installed (apt-get install ffmpeg)")
+            return
+        }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-pan-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let pan720 = try pan(work: work, name: "pan720", size: (1280, 720), frames: 60, step: 8)
+        var cases = [(pan720, 2560, "ultrafast", 28), (pan720, 2560, "medium", 20)]
+        if !small { cases.append((try pan(work: work, name: "pan4k", size: (3840, 2160), frames: 8, step: 24), 7680, "medium", 20)) }
+        print("| case | tool | wall s | CPU s | system s | peak RSS MB | wall / CPU / system / RSS vs ffmpeg |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+        for (clip, width, preset, crf) in cases {
+            let out = work + "/out.mp4"
+            let tools: [(String, String, [String])] = [
+                ("upscale", upscaleBinary(), [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]),
+                ("upscale --no-refine", upscaleBinary(), [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--no-refine",
+                                                          "--output", out, "--overwrite", "--quiet"]),
+                ("ffmpeg", "ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", clip, "-vf", "scale=\(width):-2:flags=lanczos", "-c:v", "libx265",
+                                      "-preset", preset, "-crf", "\(crf)", "-tag:v", "hvc1", "-x265-params", "log-level=error", "-c:a", "copy", out]),
+            ]
+            var wall: [String: [Double]] = [:], cpu: [String: [Double]] = [:], sys: [String: [Double]] = [:], rss: [String: Int] = [:]
+            for _ in 0..<runs {
+                for (name, executable, arguments) in tools {
+                    let r = try ChildRun.run(executable, arguments)
+                    guard r.status == 0 else { throw ValidationError("\(name) failed (\(r.status))") }
+                    wall[name, default: []].append(r.seconds)
+                    cpu[name, default: []].append(r.user + r.system)
+                    sys[name, default: []].append(r.system)
+                    rss[name] = max(rss[name] ?? 0, r.peakRSS)
+                }
+            }
+            let label = "\(URL(fileURLWithPath: clip).deletingPathExtension().lastPathComponent) → \(width), \(preset) CRF \(crf)"
+            let f = { (name: String) in (median(wall[name]!), median(cpu[name]!), median(sys[name]!), Double(rss[name]!) / 1e6) }
+            let peer = f("ffmpeg")
+            for (name, _, _) in tools {
+                let m = f(name)
+                let ratios = name == "ffmpeg" ? "—" : String(format: "%.3f / %.2f / %.2f / %.2f", m.0 / peer.0, m.1 / peer.1, m.2 / peer.2, m.3 / peer.3)
+                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f", m.0, m.1, m.2, m.3) + " | \(ratios) |")
+            }
+        }
+    }
+
+    /// A pan across a real-photo mosaic: `frames` frames of `size`, moving `step` pixels a
+    /// frame, H.264 CRF 16 (made with the ffmpeg command, as the peer needs it anyway).
+    private func pan(work: String, name: String, size: (Int, Int), frames: Int, step: Int) throws -> String {
+        let mosaic = work + "/\(name)-mosaic.jpg"
+        try ImagePlanes.writeMosaic(of: fixturePhotos(), width: size.0 + frames * step, height: size.1, to: mosaic)
+        let clip = work + "/\(name).mp4"
+        let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-i", mosaic,
+                                            "-vf", "crop=\(size.0):\(size.1):n*\(step):0,format=yuv420p", "-frames:v", "\(frames)",
+                                            "-c:v", "libx264", "-crf", "16", clip])
+        guard r.status == 0 else { throw ValidationError("making the \(name) pan failed") }
+        return clip
+    }
+}
