@@ -82,7 +82,9 @@ public final class Transcoder {
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
         let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
         if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
-        let hdr = job.encoder.codec == .hevc ? try HDRMetadata.firstFrame(of: job.input) : nil
+        // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and decode.
+        let hdr = job.encoder.codec == .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084
+            ? try HDRMetadata.firstFrame(of: job.input) : nil
         var encoder: VideoEncoder?
         var lastError: Error?
         for name in job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil) {
