@@ -1,4 +1,5 @@
 import CFFmpeg
+import UpscaleCore
 import Foundation
 
 public enum StreamKind: String, Sendable {
@@ -125,6 +126,37 @@ public enum MediaProbe {
         }
         return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
                          videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters)
+    }
+
+    /// Decodes the last `seconds` of the main video stream (seeking to the keyframe before
+    /// them) and returns how many pictures came out; throws on any damaged picture. Checks a
+    /// finished output without decoding all of it.
+    public static func decodeTail(_ path: String, seconds: Double = 2) throws -> Int {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        let index = try input.videoStreamIndex()
+        let stream = input.stream(index)
+        let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
+        let duration = input.context.pointee.duration
+        let timeBase = stream.pointee.time_base.double
+        if duration > 0 && timeBase > 0 {
+            let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
+            let target = max(0, Double(duration) / Double(AV_TIME_BASE) - seconds)
+            // On failure the file is simply read from the start.
+            _ = av_seek_frame(input.context, Int32(index), start + Int64(target / timeBase), AVSEEK_FLAG_BACKWARD)
+        }
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        var count = 0
+        let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
+        while try input.read(into: packet!) {
+            defer { av_packet_unref(packet) }
+            if Int(packet!.pointee.stream_index) == index {
+                try decoder.decode(packet, makeFrame: make) { _, _ in count += 1 }
+            }
+        }
+        try decoder.decode(nil, makeFrame: make) { _, _ in count += 1 }
+        return count
     }
 
     /// Every packet of stream `index`, in file order.

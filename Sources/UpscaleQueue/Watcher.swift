@@ -254,6 +254,9 @@ public final class Watcher: @unchecked Sendable {
         if let frames, packets != frames {
             throw WatchError("the output '\(name)' has \(packets) frames; the job wrote \(frames)")
         }
+        guard try MediaProbe.decodeTail(output) > 0 else {
+            throw WatchError("the last seconds of the output '\(name)' decode to no picture")
+        }
         if let input = try? MediaProbe.info(source), input.duration > 0, info.duration > 0 {
             let frame = video.frameRate > 0 ? 1 / video.frameRate : 0.1
             guard abs(input.duration - info.duration) <= max(1.0, 3 * frame) else {

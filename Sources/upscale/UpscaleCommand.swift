@@ -9,18 +9,18 @@ import UpscaleQueue
 struct UpscaleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upscale",
-        abstract: "Upscale videos with a SIMD Lanczos core and encode them as H.265.",
+        abstract: "Upscale videos (to H.265) and still images with a SIMD Lanczos core and learned edge refinement.",
         discussion: """
             Without --width, --height or --scale the video is upscaled 2x. Giving only one side keeps \
             the displayed aspect ratio. The result is written beside the input as "<name> Upscaled.<ext>" \
             and an existing file is never replaced without --overwrite.
 
-            Folders: 'upscale watch DIR' upscales every video dropped into DIR, and \
+            Still images (JPEG, PNG, WebP, TIFF, GIF, HEIF/AVIF, JPEG XL) keep their format. Folders: 'upscale watch DIR' upscales every video or image dropped into DIR, and \
             'upscale queue list|retry|cancel|pause|resume DIR' shows and steers its queue \
             (see 'upscale watch --help', 'upscale queue --help').
             """)
 
-    @Argument(help: "Video files to upscale.")
+    @Argument(help: "Video and image files to upscale.")
     var inputs: [String]
 
     @OptionGroup var encode: EncodeOptions

@@ -7,7 +7,7 @@ import UpscaleQueue
 struct WatchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "watch",
-        abstract: "Upscale every video dropped into a folder, one queued job each.",
+        abstract: "Upscale every video or image dropped into a folder, one queued job each.",
         discussion: """
             Outputs go to DIR/Upscaled, originals move to DIR/Originals after success (never deleted), \
             failures to DIR/Failed with a .error.txt beside them. The queue lives in DIR/.upscale/queue.sqlite \

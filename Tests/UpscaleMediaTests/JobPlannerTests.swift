@@ -30,6 +30,26 @@ final class JobPlannerTests: XCTestCase {
         }
     }
 
+    /// The watch folder's output check decodes the last seconds of a file: a good clip gives
+    /// its last pictures, a clip damaged at the end fails.
+    func testDecodeTailFindsTheLastPicturesOrTheDamage() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "street-subs.mkv"])
+        let good = try MediaProbe.decodeTail(dir.appendingPathComponent("street-2s.mp4").path, seconds: 0.5)
+        // From the keyframe before the tail: this clip has one, so all 20 pictures.
+        XCTAssertEqual(good, 20)
+        // Matroska reads without its index: zero the last quarter's frames.
+        let mkv = dir.appendingPathComponent("street-subs.mkv")
+        let intact = try MediaProbe.decodeTail(mkv.path, seconds: 0.5)
+        XCTAssertGreaterThan(intact, 0)
+        var bytes = [UInt8](try Data(contentsOf: mkv))
+        let from = bytes.count * 3 / 4
+        for i in from..<(bytes.count - 2048) { bytes[i] = 0 }
+        try Data(bytes).write(to: mkv)
+        // A damaged tail either fails or gives fewer of its last pictures.
+        let damaged = (try? MediaProbe.decodeTail(mkv.path, seconds: 0.5)) ?? 0
+        XCTAssertLessThan(damaged, intact)
+    }
+
     func testNamingAndContainerRules() throws {
         let dir = try workspace(copying: ["street-2s.mp4", "street-mjpeg.avi", "street-vp9-opus.webm"])
         let mp4 = try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path, options: UpscaleOptions())
