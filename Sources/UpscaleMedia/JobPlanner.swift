@@ -192,15 +192,9 @@ public enum JobPlanner {
             if multipleInputs, let given = options.output, !isDirectory(given) {
                 throw UpscaleError(.usage, "--output '\(given)' must be an existing folder when upscaling several files")
             }
-            output = URL(fileURLWithPath: folder).appendingPathComponent(outputName(for: input, extension: ext)).path
-            if options.uniqueName && !options.overwrite {
-                let stem = String(output.dropLast(ext.count + 1))
-                var n = 2
-                while FileManager.default.fileExists(atPath: output) {
-                    output = "\(stem) \(n).\(ext)"
-                    n += 1
-                }
-            }
+            let name = outputName(for: input, extension: ext)
+            let free = options.uniqueName && !options.overwrite ? FolderWrites.freeName(name, in: folder) : name
+            output = URL(fileURLWithPath: folder).appendingPathComponent(free).path
         }
 
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path

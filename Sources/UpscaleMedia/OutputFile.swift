@@ -13,10 +13,8 @@ final class OutputFile {
 
     init(finalPath: String, muxer: String) throws {
         self.finalPath = finalPath
-        let url = URL(fileURLWithPath: finalPath)
-        let folder = url.deletingLastPathComponent()
         temporaryPath = PartialFile.temporaryPath(for: finalPath, pid: getpid())
-        PartialFile.removeStale(in: folder.path)
+        PartialFile.removeStale(in: URL(fileURLWithPath: finalPath).deletingLastPathComponent().path)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, muxer, temporaryPath), "cannot set up a \(muxer) file")
         context = ctx!
@@ -144,11 +142,7 @@ final class OutputFile {
             unlink(temporaryPath)
             throw UpscaleError(.output, "cannot move the finished file to '\(finalPath)': \(reason)")
         }
-        let folder = Glibc.open(URL(fileURLWithPath: finalPath).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY)
-        if folder >= 0 {
-            fsync(folder)
-            close(folder)
-        }
+        FolderWrites.sync(folder: URL(fileURLWithPath: finalPath).deletingLastPathComponent().path)
     }
 
     /// Closes and deletes the temporary file; the final path is never touched.
@@ -180,10 +174,22 @@ public enum PartialFile {
         return text.isEmpty ? "localhost" : text
     }()
 
-    /// The temporary file process `pid` writes while making `finalPath`.
+    /// The temporary file process `pid` writes while making `finalPath`. Stills add their
+    /// format's suffix after it (libvips picks the saver by suffix) and a raw strip file after that.
     public static func temporaryPath(for finalPath: String, pid: pid_t) -> String {
         let url = URL(fileURLWithPath: finalPath)
         return url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(host).\(pid).partial").path
+    }
+
+    /// Removes every temporary file process `pid` left while making `finalPath` (it died):
+    /// `temporaryPath` and the names that continue it.
+    public static func remove(for finalPath: String, pid: pid_t) {
+        let prefix = URL(fileURLWithPath: temporaryPath(for: finalPath, pid: pid)).lastPathComponent
+        let folder = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        where name == prefix || name.hasPrefix(prefix + ".") {
+            unlink((folder as NSString).appendingPathComponent(name))
+        }
     }
 
     /// Deletes `.*.<this host>.<pid>.partial` files in `folder` whose process no longer exists.
@@ -204,5 +210,30 @@ public enum PartialFile {
             if unlink(path) == 0 { removed.append(path) }
         }
         return removed
+    }
+}
+
+/// Writing into folders without replacing anything, and making a rename durable.
+public enum FolderWrites {
+    /// `name` in `folder`, or `stem N.ext` for the first N ≥ 2 that is not taken.
+    public static func freeName(_ name: String, in folder: String) -> String {
+        let ext = URL(fileURLWithPath: name).pathExtension
+        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        var candidate = name
+        var n = 2
+        while FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent(candidate)) {
+            candidate = ext.isEmpty ? "\(stem) \(n)" : "\(stem) \(n).\(ext)"
+            n += 1
+        }
+        return candidate
+    }
+
+    /// fsync of a folder: the names created or removed in it are on disk.
+    public static func sync(folder path: String) {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
     }
 }

@@ -8,6 +8,9 @@ public enum JobState: String, Codable, Sendable, CaseIterable {
     /// here is finished on restart from what the store says, never by guessing.
     case finishing
     case done, failed, cancelled
+
+    /// Still to be done: a file with such a job is not queued again.
+    public var isOpen: Bool { [.queued, .running, .finishing, .waitingForSpace].contains(self) }
 }
 
 /// One file's job as the store keeps it.

@@ -1,4 +1,5 @@
 import Foundation
+import UpscaleMedia
 
 /// The layout of a watched folder: the inbox itself, `Upscaled/`, `Originals/`, `Failed/`,
 /// and `.upscale/` with the job store, the lock and each job's log.
@@ -74,27 +75,13 @@ public final class FolderLock {
 
 /// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.
 enum SafeFiles {
-    /// `name` in `folder`, or `stem N.ext` for the first N ≥ 2 not taken.
-    static func freeName(_ name: String, in folder: String) -> String {
-        let url = URL(fileURLWithPath: name)
-        let ext = url.pathExtension
-        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
-        var candidate = name
-        var n = 2
-        while FileManager.default.fileExists(atPath: folder + "/" + candidate) {
-            candidate = ext.isEmpty ? "\(stem) \(n)" : "\(stem) \(n).\(ext)"
-            n += 1
-        }
-        return candidate
-    }
-
     /// Renames `from` into `folder` under a free name (creating the folder), syncs both
     /// folders, and returns the new path. Same filesystem only: the file is never copied.
     static func move(_ from: String, into folder: String) throws -> String {
         // Never create folders for a file that is not there (the watched folder may have vanished).
         guard FileManager.default.fileExists(atPath: from) else { throw WatchError("'\(from)' is gone") }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let name = freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
+        let name = FolderWrites.freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
         let to = folder + "/" + name
         // link + unlink instead of rename: link fails rather than replace a file that appeared meanwhile.
         if link(from, to) != 0 {
@@ -102,16 +89,8 @@ enum SafeFiles {
             throw WatchError("cannot move '\(from)' to '\(folder)': \(reason)")
         }
         unlink(from)
-        syncFolder(folder)
-        syncFolder(URL(fileURLWithPath: from).deletingLastPathComponent().path)
+        FolderWrites.sync(folder: folder)
+        FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
         return to
-    }
-
-    static func syncFolder(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
-        }
     }
 }

@@ -105,7 +105,7 @@ public final class Watcher: @unchecked Sendable {
                 start(claim)
             }
             if config.once && runningCount == 0 && settler.pending == 0 {
-                let open = try store.list().filter { [.queued, .running, .finishing, .waitingForSpace].contains($0.state) }
+                let open = try store.list().filter(\.state.isOpen)
                 // Jobs waiting out a retry delay still count; a paused queue ends a once-run.
                 let paused = try store.isPaused()
                 // Jobs waiting for space end a once-run too (cron comes back later).
@@ -173,7 +173,7 @@ public final class Watcher: @unchecked Sendable {
 
     private func scan(now: Double) throws {
         let files = candidates()
-        let active = Set(try store.list().filter { [.queued, .running, .finishing, .waitingForSpace].contains($0.state) }.map(\.source))
+        let active = Set(try store.list().filter(\.state.isOpen).map(\.source))
         let waiting = files.filter { !active.contains($0.key) }
         guard !waiting.isEmpty else {
             _ = settler.settled([:], now: now, network: false, openForWriting: [])
@@ -441,25 +441,23 @@ final class RunningJob: @unchecked Sendable {
                 outputStored = true
                 _ = try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))
             }
-            // A cancel is looked for four times a second (a read); the heartbeat writes once a second.
-            if !cancelled, Date().timeIntervalSince(lastCancelCheck) >= 0.25 {
+            // A cancel is looked for four times a second (a read); the heartbeat writes once a
+            // second and is refused once the claim is gone (cancelled, or taken over).
+            var ours = true
+            if Date().timeIntervalSince(lastCancelCheck) >= 0.25 {
                 lastCancelCheck = Date()
-                if (try? store.job(id: job.id))??.state == .cancelled {
-                    cancelled = true
-                    watcher.log("cancel '\(job.source)': stopping its job")
-                    process.terminate()
-                }
+                ours = (try? store.job(id: job.id))??.state != .cancelled
             }
             if Date().timeIntervalSince(lastBeat) >= 1 {
                 lastBeat = Date()
                 let (done, t, e) = lock.withLock { (frames, total, elapsed) }
-                let valid = (try? store.heartbeat(claim, progress: JobProgress(framesDone: done, framesTotal: t, fps: e > 0 ? Double(done) / e : nil),
-                                                  lease: config.lease, now: now)) ?? true
-                if !valid && !cancelled {
-                    cancelled = true
-                    watcher.log("cancel '\(job.source)': stopping its job")
-                    process.terminate()
-                }
+                let progress = JobProgress(framesDone: done, framesTotal: t, fps: e > 0 ? Double(done) / e : nil)
+                ours = ours && ((try? store.heartbeat(claim, progress: progress, lease: config.lease, now: now)) ?? true)
+            }
+            if !ours && !cancelled {
+                cancelled = true
+                watcher.log("cancel '\(job.source)': stopping its job")
+                process.terminate()
             }
             if !stalled, Date().timeIntervalSince(lock.withLock { lastFrameAt }) > config.stallSeconds {
                 stalled = true
@@ -471,9 +469,7 @@ final class RunningJob: @unchecked Sendable {
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
         // A child that died left its temporary file; remove it (the next run would too).
-        if let planned, outcome != .exited(0) {
-            unlink(PartialFile.temporaryPath(for: planned.path, pid: process.pid))
-        }
+        if let planned, outcome != .exited(0) { PartialFile.remove(for: planned.path, pid: process.pid) }
         let logTail = Self.tail(of: logPath, lines: 20)
         if cancelled { return }
         if lock.withLock({ shuttingDown }) {

@@ -7,53 +7,41 @@ import UpscaleQueue
 
 extension UpscaleCommand {
     /// One still image in the child: size, name, upscale through the core, save through
-    /// libvips to a hidden temporary file, rename into place.
+    /// libvips to a hidden temporary file, rename into place. Errors go to `runChild`.
     func runStill(input: String, reporter: JobReporter, logger: Logger) throws {
         let start = Date()
-        var temporary: String?
-        do {
-            let still = try StillImage(path: input)
-            still.notices.forEach { logger.notice("\($0)") }
-            let size = try StillSize.resolve(width: still.width, height: still.height,
-                                             to: (encode.width, encode.height), scale: encode.scale, path: input)
-            let output = try stillOutputPath(input: input)
-            try StillSize.check(size, extension: URL(fileURLWithPath: output).pathExtension, path: input)
-            if childPlanOnly {
-                reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
-                reporter.send(JobReport.progress(done: 0, total: 1, elapsed: 0).line)
-                return
-            }
-            reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
-            let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
-            let ext = URL(fileURLWithPath: output).pathExtension
-            let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + ext
-            temporary = partial
-            let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
-            let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
-                                            saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes)
-            if encode.refine == true && !refined {
-                logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
-            }
-            if !overwrite && FileManager.default.fileExists(atPath: output) {
-                throw ImagePlanes.ImageError(message: "'\(output)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
-            }
-            guard rename(partial, output) == 0 else {
-                throw ImagePlanes.ImageError(message: "cannot move the finished file to '\(output)': \(String(cString: strerror(errno)))")
-            }
-            temporary = nil
-            let seconds = Date().timeIntervalSince(start)
-            reporter.send(JobReport.progress(done: 1, total: 1, elapsed: seconds).line)
-            let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
-            reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
-        } catch let error as UpscaleError {
-            temporary.map { _ = unlink($0) }
-            reporter.send(JobReport.error(kind: "\(error.kind)", text: error.message).line)
-            throw ExitCode(error.kind == .usage ? 2 : 1)
-        } catch {
-            temporary.map { _ = unlink($0) }
-            reporter.send(JobReport.error(kind: "input", text: "\(error)").line)
-            throw ExitCode(1)
+        let still = try StillImage(path: input)
+        still.notices.forEach { logger.notice("\($0)") }
+        let size = try StillSize.resolve(width: still.width, height: still.height,
+                                         to: (encode.width, encode.height), scale: encode.scale, path: input)
+        let output = try stillOutputPath(input: input)
+        try StillSize.check(size, extension: URL(fileURLWithPath: output).pathExtension, path: input)
+        if childPlanOnly {
+            reportPlan(reporter, output: output, width: size.width, height: size.height, frames: 1)
+            return
         }
+        reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
+        let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
+        let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + URL(fileURLWithPath: output).pathExtension
+        var renamed = false
+        defer { if !renamed { unlink(partial) } }
+        let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
+        let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
+                                        saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes)
+        if encode.refine == true && !refined {
+            logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
+        }
+        if !overwrite && FileManager.default.fileExists(atPath: output) {
+            throw ImagePlanes.ImageError(message: "'\(output)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
+        }
+        guard rename(partial, output) == 0 else {
+            throw ImagePlanes.ImageError(message: "cannot move the finished file to '\(output)': \(String(cString: strerror(errno)))")
+        }
+        renamed = true
+        let seconds = Date().timeIntervalSince(start)
+        reporter.send(JobReport.progress(done: 1, total: 1, elapsed: seconds).line)
+        let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
+        reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
     }
 
     /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.
@@ -69,13 +57,9 @@ extension UpscaleCommand {
             output = given
         } else {
             let folder = self.output ?? inputURL.deletingLastPathComponent().path
-            let stem = inputURL.deletingPathExtension().lastPathComponent + " Upscaled"
-            output = URL(fileURLWithPath: folder).appendingPathComponent("\(stem).\(ext)").path
-            var n = 2
-            while uniqueName && !overwrite && FileManager.default.fileExists(atPath: output) {
-                output = URL(fileURLWithPath: folder).appendingPathComponent("\(stem) \(n).\(ext)").path
-                n += 1
-            }
+            let name = JobPlanner.outputName(for: input, extension: ext)
+            output = URL(fileURLWithPath: folder)
+                .appendingPathComponent(uniqueName && !overwrite ? FolderWrites.freeName(name, in: folder) : name).path
         }
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
         guard isFolder(folder) else {

@@ -73,7 +73,7 @@ struct UpscaleCommand: ParsableCommand {
             running.terminate()
         }
         defer { withExtendedLifetime(trap) {} }
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable = selfExecutable()
 
         var failed = 0
         for input in inputs {
@@ -104,9 +104,7 @@ struct UpscaleCommand: ParsableCommand {
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
                 failed += 1
             case .signaled(let signal):
-                if let output = state.output {
-                    unlink(PartialFile.temporaryPath(for: output, pid: child.pid))
-                }
+                if let output = state.output { PartialFile.remove(for: output, pid: child.pid) }
                 let at = state.framesDone > 0 ? " after frame \(state.framesDone)" : " before its first frame"
                 console.error("'\(input)': upscaling crashed (\(JobProcess.signalName(signal)))\(at); the file is probably damaged in a way the decoder cannot handle — re-export or trim it (no output was written)")
                 failed += 1
@@ -132,20 +130,19 @@ struct UpscaleCommand: ParsableCommand {
         let trap = SignalTrap(repeatable: true) { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }
         guard let input = inputs.first else { throw ExitCode(2) }
-        if StillImage.isStill(input) {
-            try runStill(input: input, reporter: reporter, logger: logger)
-            return
-        }
         do {
+            if StillImage.isStill(input) {
+                try runStill(input: input, reporter: reporter, logger: logger)
+                return
+            }
             var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch)
             if let text = ProcessInfo.processInfo.environment["UPSCALE_STALL_SECONDS"], let seconds = Double(text) {
                 job.stallSeconds = seconds
             }
             job.notices.forEach { logger.notice("\($0)") }
             if childPlanOnly {
-                reporter.send(JobReport.output(path: job.output, width: job.width, height: job.height).line)
-                let frames = job.frameRate > 0 && job.duration > 0 ? Int((job.duration * job.frameRate).rounded()) : -1
-                reporter.send(JobReport.progress(done: 0, total: frames >= 0 ? frames : nil, elapsed: 0).line)
+                let frames = job.frameRate > 0 && job.duration > 0 ? Int((job.duration * job.frameRate).rounded()) : nil
+                reportPlan(reporter, output: job.output, width: job.width, height: job.height, frames: frames)
                 return
             }
             let folder = URL(fileURLWithPath: job.output).deletingLastPathComponent().path
@@ -171,10 +168,20 @@ struct UpscaleCommand: ParsableCommand {
             }
         } catch let exit as ExitCode {
             throw exit
+        } catch let error as ImagePlanes.ImageError {
+            // libvips' errors name the file already.
+            reporter.send(JobReport.error(kind: "input", text: error.message).line)
+            throw ExitCode(1)
         } catch {
             reporter.send(JobReport.error(kind: "processing", text: "'\(input)': \(error)").line)
             throw ExitCode(1)
         }
+    }
+
+    /// What `--child-plan-only` reports: the output and its picture size, and the frame count as progress 0 of it.
+    func reportPlan(_ reporter: JobReporter, output: String, width: Int, height: Int, frames: Int?) {
+        reporter.send(JobReport.output(path: output, width: width, height: height).line)
+        reporter.send(JobReport.progress(done: 0, total: frames, elapsed: 0).line)
     }
 
     func freeBytes(_ folder: String) -> Int64? {
