@@ -35,12 +35,17 @@ func defaultClip() -> String {
     return candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
 }
 
-/// The real photos committed in Tests/Fixtures (from the working folder or next to this source).
-func fixturePhotos() -> [String] {
-    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures")
+/// Tests/Fixtures, from the working folder or next to this source.
+func fixturesFolder() -> URL {
     let local = URL(fileURLWithPath: "Tests/Fixtures")
-    let dir = FileManager.default.fileExists(atPath: local.path) ? local : folder
+    if FileManager.default.fileExists(atPath: local.path) { return local }
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures")
+}
+
+/// The real photos committed in Tests/Fixtures.
+func fixturePhotos() -> [String] {
+    let dir = fixturesFolder()
     let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
     return names.filter { $0.hasSuffix(".jpg") }.sorted().map { dir.appendingPathComponent($0).path }
 }

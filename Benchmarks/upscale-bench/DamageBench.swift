@@ -20,8 +20,7 @@ struct DamageBench: ParsableCommand {
     func run() throws {
         let clips = sources.isEmpty ? fixtureClips() : sources
         guard !clips.isEmpty else { throw ValidationError("no source clips found; pass some") }
-        let binary = upscale ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("upscale").path
+        let binary = upscale ?? upscaleBinary()
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-damage-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: work) }
         let perClip = max(1, files / clips.count)
@@ -61,10 +60,7 @@ struct DamageBench: ParsableCommand {
     }
 
     private func fixtureClips() -> [String] {
-        let local = URL(fileURLWithPath: "Tests/Fixtures/damage")
-        let beside = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/damage")
-        let dir = FileManager.default.fileExists(atPath: local.path) ? local : beside
+        let dir = fixturesFolder().appendingPathComponent("damage")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
         return names.sorted().map { dir.appendingPathComponent($0).path }
     }

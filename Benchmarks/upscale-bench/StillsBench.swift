@@ -15,7 +15,7 @@ struct StillsBench: ParsableCommand {
     @Option(help: "The upscale binary (default: next to this one).") var upscale: String?
 
     func run() throws {
-        let binary = upscale ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("upscale").path
+        let binary = upscale ?? upscaleBinary()
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-stills-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }

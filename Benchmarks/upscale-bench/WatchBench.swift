@@ -20,19 +20,12 @@ struct WatchBench: ParsableCommand {
     private var encode: [String] { ["--width", "640", "--preset", "ultrafast", "--quiet"] }
 
     func run() throws {
-        let binary = upscale ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("upscale").path
-        let source = clip ?? fixture("street-2s.mp4")
+        let binary = upscale ?? upscaleBinary()
+        let source = clip ?? fixturesFolder().appendingPathComponent("street-2s.mp4").path
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-watchbench-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: work) }
         if clips > 0 { try overhead(binary: binary, source: source, work: work + "/overhead") }
         if cycles > 0 { try killCycles(binary: binary, source: source, work: work + "/kill") }
-    }
-
-    private func fixture(_ name: String) -> String {
-        let local = "Tests/Fixtures/" + name
-        if FileManager.default.fileExists(atPath: local) { return local }
-        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/" + name).path
     }
 
     private func fill(_ folder: String, with source: String, count: Int) throws -> [String] {
