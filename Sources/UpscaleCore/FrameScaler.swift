@@ -123,6 +123,25 @@ public final class FrameScaler: @unchecked Sendable {
         return held!
     }
 
+    /// Moves the held luma toward `source` without scaling it: a pre-roll frame before the
+    /// first frame of a chunk, so the chunk's first refined frames see the hold they would
+    /// have seen in one pass. Does nothing without a hold.
+    public func prime(_ source: Frame) {
+        guard hold != nil else { return }
+        held16 = nil
+        _ = steadyLuma(source.planes[0], held: &held)
+    }
+
+    /// The same for 10/12/16-bit frames.
+    public func prime(_ source: Frame16) {
+        guard hold != nil else { return }
+        held = nil
+        _ = steadyLuma(source.planes[0], held: &held16)
+    }
+
+    /// Whether frames before the first one scaled affect the result (a temporal hold).
+    public var needsPreroll: Bool { hold != nil }
+
     /// Forgets the previous frames: the next frame is refined on its own, as after a cut
     /// (where the per-sample motion test would mostly do the same).
     public func resetHold() {

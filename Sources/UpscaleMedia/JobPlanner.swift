@@ -51,9 +51,9 @@ public struct Job: Sendable {
     public let width: Int
     public let height: Int
     public let muxer: String
-    public let encoder: EncoderSettings
+    public var encoder: EncoderSettings
     public let kernel: Kernel
-    public let threads: Int
+    public var threads: Int
     public let overwrite: Bool
     /// Whether the luma gets EdgeRefiner's pass (asked for, and the job is exactly 2x).
     public let refine: Bool
@@ -69,6 +69,9 @@ public struct Job: Sendable {
     /// The input's duration in seconds and frame rate (0 when unknown).
     public var duration: Double = 0
     public var frameRate: Double = 0
+    /// Set when this run makes one chunk of the job (video only, into `ChunkTask.path`)
+    /// instead of the whole output.
+    public var chunk: ChunkTask?
 
     /// A generous guess of the output's size in bytes, for checking free space before a job
     /// starts: bits per output pixel well above what these codecs use on upscaled footage
@@ -84,6 +87,18 @@ public struct Job: Sendable {
         let fps = frameRate > 0 ? frameRate : 30
         let seconds = duration > 0 ? duration : 3600
         return Int64(Double(width * height) * fps * seconds * bitsPerPixel / 8) + 64 << 20
+    }
+}
+
+/// One chunk of a job to encode: its frames and the chunk file to write (NUT, which keeps
+/// the source's time base exactly; video only, parameter sets out of band).
+public struct ChunkTask: Sendable {
+    public let range: ChunkRange
+    public let path: String
+
+    public init(range: ChunkRange, path: String) {
+        self.range = range
+        self.path = path
     }
 }
 

@@ -49,6 +49,16 @@ final class OutputFile {
         return index
     }
 
+    /// A stream described by `parameters` (a chunk's encoder), packets in `timeBase`.
+    func addStream(parameters: UnsafeMutablePointer<AVCodecParameters>, timeBase: AVRational) throws -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw UpscaleError(.processing, "out of memory") }
+        try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters), "cannot describe the output stream")
+        stream.pointee.time_base = timeBase
+        let index = Int(stream.pointee.index)
+        encoderTimeBases[index] = timeBase
+        return index
+    }
+
     /// A stream copied from the input; packets keep the input stream's time base.
     func addCopiedStream(from input: UnsafeMutablePointer<AVStream>) throws -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw UpscaleError(.processing, "out of memory") }

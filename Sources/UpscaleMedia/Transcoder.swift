@@ -20,10 +20,23 @@ public struct TranscodeProgress: Sendable {
 public struct TranscodeSummary: Sendable {
     public let output: String
     public let frames: Int
-    public let seconds: Double
+    public var seconds: Double
     public let encoderName: String
     public let audioCopied: Int
     public let audioTranscoded: Int
+    /// A chunk's content hash (`ContentHash` of its file); 0 for whole outputs.
+    public var checksum: UInt64 = 0
+}
+
+/// Where the encoding stage writes packets: the output container, or a chunk file.
+protocol PacketSink: AnyObject {
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws
+}
+
+extension OutputFile: PacketSink {}
+
+extension ChunkWriter: PacketSink {
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws { try write(packet) }
 }
 
 /// Runs one job: decode → convert → upscale → encode/mux on three threads joined by
@@ -41,11 +54,16 @@ public final class Transcoder {
     private enum Item {
         case picture(Picture, pts: Int64)
         case packet(UnsafeMutablePointer<AVPacket>, stream: Int)
+        /// A frame before a chunk's first, for the temporal hold only.
+        case preroll(Picture)
     }
+
+    /// Thrown out of the decoder's callback at the first frame past a chunk.
+    private struct ChunkComplete: Error {}
 
     /// Where packets of a non-video input stream go: copied, or re-encoded (audio to AAC,
     /// text subtitles to mov_text) into output stream `output`.
-    private enum StreamRoute {
+    enum StreamRoute {
         case copy(output: Int)
         case audio(AudioTranscoder, output: Int)
         case subtitles(SubtitleTranscoder, output: Int)
@@ -75,8 +93,9 @@ public final class Transcoder {
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4),
-                                       deinterlace: job.deinterlace)
-        let output = try OutputFile(finalPath: job.output, muxer: job.muxer)
+                                       deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil)
+        let chunk = job.chunk
+        let file = chunk == nil ? try OutputFile(finalPath: job.output, muxer: job.muxer) : nil
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
@@ -92,7 +111,9 @@ public final class Transcoder {
                 encoder = try VideoEncoder(
                     settings: job.encoder, width: job.width, height: job.height,
                     timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
-                    globalHeader: output.needsGlobalHeader, tagHVC1: job.muxer == "mov" || job.muxer == "mp4",
+                    // Chunks carry their parameter sets out of band, as the joined file will.
+                    globalHeader: file?.needsGlobalHeader ?? true,
+                    tagHVC1: chunk == nil && (job.muxer == "mov" || job.muxer == "mp4"),
                     tenBit: tenBit, hdr: hdr,
                     sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)),
                     encoderName: name, layout: decoder.deepLayout)
@@ -107,13 +128,46 @@ public final class Transcoder {
             }
             throw lastError ?? UpscaleError(.processing, "no encoder could be opened")
         }
+        guard let output = file else {
+            return try runChunk(job.chunk!, input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
+                                cancel: cancel, start: start, progress: progress)
+        }
         let videoOut = try output.addStream(encoder: encoder.context)
+        describeVideo(output: output, videoOut: videoOut, input: input, videoStream: videoStream,
+                      sampleAspect: encoder.context.pointee.sample_aspect_ratio)
+
+        let (routes, copied, transcoded) = try addRoutes(input: input, videoIndex: videoIndex, output: output)
+
+        do {
+            try output.open()
+            let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
+                                  output: output, videoOut: videoOut, routes: routes, range: nil, cancel: cancel,
+                                  start: start, progress: progress)
+            if cancel.isCancelled { throw UpscaleError.cancelled() }
+            try output.finish(overwrite: job.overwrite)
+            return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
+                                    encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
+        } catch {
+            output.abandon()
+            throw error
+        }
+    }
+
+    /// The source's metadata, rotation, chapters, frame rate and pixel aspect on the output's video.
+    func describeVideo(output: OutputFile, videoOut: Int, input: InputFile, videoStream: UnsafeMutablePointer<AVStream>,
+                       sampleAspect: AVRational) {
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
-        output.stream(videoOut).pointee.sample_aspect_ratio = encoder.context.pointee.sample_aspect_ratio
+        output.stream(videoOut).pointee.sample_aspect_ratio = sampleAspect
+    }
 
+    /// Adds an output stream for every input stream other than the video that the output can
+    /// hold (copied, or re-encoded when the container needs it), with the notices about the rest.
+    func addRoutes(input: InputFile, videoIndex: Int, output: OutputFile) throws
+        -> (routes: [Int: StreamRoute], copied: Int, transcoded: Int)
+    {
         var routes: [Int: StreamRoute] = [:]
         var copied = 0, transcoded = 0
         for i in 0..<input.streamCount where i != videoIndex {
@@ -154,16 +208,33 @@ public final class Transcoder {
                 logger.notice("\(kind) stream \(i) (\(codecName)) is not copied")
             }
         }
+        return (routes, copied, transcoded)
+    }
 
+    /// One chunk: the video frames of `chunk.range` only, decoded from its seek keyframe
+    /// (earlier frames only prime the temporal hold), checked against the planned count.
+    private func runChunk(
+        _ chunk: ChunkTask, input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder,
+        cancel: CancellationFlag, start: Date,
+        progress: @escaping (TranscodeProgress) -> Void
+    ) throws -> TranscodeSummary {
+        for i in 0..<input.streamCount where i != videoIndex { input.stream(i).pointee.discard = AVDISCARD_ALL }
+        let output = try ChunkWriter(path: chunk.path, encoder: encoder.context)
         do {
-            try output.open()
+            if let seek = chunk.range.seek {
+                try check(av_seek_frame(input.context, Int32(videoIndex), seek, AVSEEK_FLAG_BACKWARD),
+                          "'\(job.input)': cannot seek to chunk \(chunk.range.index + 1)")
+            }
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
-                                  output: output, videoOut: videoOut, routes: routes, cancel: cancel,
+                                  output: output, videoOut: 0, routes: [:], range: chunk.range, cancel: cancel,
                                   start: start, progress: progress)
             if cancel.isCancelled { throw UpscaleError.cancelled() }
-            try output.finish(overwrite: job.overwrite)
-            return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
-                                    encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
+            guard frames == chunk.range.frames else {
+                throw UpscaleError(.processing, "'\(job.input)': chunk \(chunk.range.index + 1) has \(frames) frames, the source \(chunk.range.frames) in its range; the file's timestamps are irregular — run it with --chunk-seconds 0 (one piece)")
+            }
+            let checksum = try output.finish()
+            return TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
+                                    encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
         } catch {
             output.abandon()
             throw error
@@ -171,8 +242,8 @@ public final class Transcoder {
     }
 
     private func pump(
-        input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder, output: OutputFile,
-        videoOut: Int, routes: [Int: StreamRoute], cancel: CancellationFlag, start: Date,
+        input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder, output: PacketSink,
+        videoOut: Int, routes: [Int: StreamRoute], range: ChunkRange?, cancel: CancellationFlag, start: Date,
         progress: @escaping (TranscodeProgress) -> Void
     ) throws -> Int {
         let videoStream = input.stream(videoIndex)
@@ -196,13 +267,32 @@ public final class Transcoder {
             let rate = av_guess_frame_rate(input.context, videoStream, nil).double
             if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
         }
+        if let range { total = range.frames }
         let framesTotal = total > 0 ? total : nil
 
         let readStage = {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
             defer { av_packet_free(&packet) }
             do {
+                var kept = 0
                 let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
+                    if let range {
+                        let place = pts == noPTS ? 1 : range.place(pts)
+                        if place != 0 {
+                            // Before the chunk: only the hold sees it. Past it: the chunk is complete.
+                            if place < 0 && scaler.needsPreroll {
+                                if !decoded.push(.preroll(frame)) { throw UpscaleError.cancelled() }
+                            } else {
+                                inputPool.give(frame)
+                            }
+                            if place > 0 { throw ChunkComplete() }
+                            return
+                        }
+                        if kept == 0, let first = range.start, pts != first {
+                            throw UpscaleError(.processing, "'\(self.job.input)': chunk \(range.index + 1) should start at timestamp \(first) but decoding from its keyframe gave \(pts) first; run it with --chunk-seconds 0 (one piece)")
+                        }
+                        kept += 1
+                    }
                     watch.waiting(true)
                     defer { watch.waiting(false) }
                     if !decoded.push(.picture(frame, pts: pts)) { throw UpscaleError.cancelled() }
@@ -211,13 +301,22 @@ public final class Transcoder {
                 let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
                     decoded.push(.packet(av_packet_clone(p), stream: stream), cost: 0)
                 }
-                while try input.read(into: packet!) {
+                reading: while try input.read(into: packet!) {
                     defer { av_packet_unref(packet) }
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     let index = Int(packet!.pointee.stream_index)
                     if index == videoIndex {
                         if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
-                        try decoder.decode(packet, make: inputPool.take, emit: pushPicture)
+                        do {
+                            try decoder.decode(packet, make: inputPool.take, emit: pushPicture)
+                        } catch is ChunkComplete {
+                            decoded.finish()
+                            return
+                        } catch let error as UpscaleError where range?.seek != nil && kept == 0 && error.kind == .processing {
+                            // Pre-roll from the keyframe before a chunk: that keyframe's own open-GOP
+                            // leading pictures lack their references (they belong to an earlier
+                            // chunk, which decodes them whole). Frames of this chunk are checked.
+                        }
                     } else if let route = routes[index] {
                         switch route {
                         case .copy(let out):
@@ -230,7 +329,9 @@ public final class Transcoder {
                         }
                     }
                 }
-                try decoder.decode(nil, make: inputPool.take, emit: pushPicture)
+                do {
+                    try decoder.decode(nil, make: inputPool.take, emit: pushPicture)
+                } catch is ChunkComplete {}
                 for case .audio(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
                 }
@@ -254,6 +355,12 @@ public final class Transcoder {
                     }
                     inputPool.give(picture)
                     if !scaled.push(.picture(out, pts: pts)) { return }
+                case .preroll(let picture):
+                    switch picture {
+                    case .eight(let a): scaler.prime(a)
+                    case .deep(let a): scaler.prime(a)
+                    }
+                    inputPool.give(picture)
                 case .packet:
                     if !scaled.push(item, cost: 0) { return }
                 }
@@ -277,6 +384,8 @@ public final class Transcoder {
                     switch item {
                     case .picture(let frame, let pts):
                         try encoder.encode(frame, pts: pts, release: { outputPool.give(frame) }, emit: writeVideo)
+                    case .preroll:
+                        break
                     case .packet(let p, let stream):
                         var owned: UnsafeMutablePointer<AVPacket>? = p
                         defer { av_packet_free(&owned) }

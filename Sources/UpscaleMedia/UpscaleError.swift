@@ -21,7 +21,7 @@ public struct UpscaleError: Error, CustomStringConvertible, Equatable {
 
     public var description: String { message }
 
-    static func cancelled() -> UpscaleError { UpscaleError(.cancelled, "cancelled; no output was written") }
+    public static func cancelled() -> UpscaleError { UpscaleError(.cancelled, "cancelled; no output was written") }
 }
 
 /// FFmpeg's text for an error code.

@@ -32,7 +32,13 @@ final class VideoDecoder {
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
 
-    init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int, deinterlace: Bool = false) throws {
+    /// `midStream`: decoding starts at a keyframe after a seek (a chunk's pre-roll). H.264
+    /// open-GOP streams then reference pictures from before the seek in their memory management
+    /// commands, and under AV_EF_EXPLODE every later picture fails (measured: the ffmpeg CLI
+    /// with `-err_detect explode -threads 1 -ss` fails all of them). Such a decoder conceals
+    /// instead; pictures flagged corrupt still fail the job.
+    init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int, deinterlace: Bool = false,
+         midStream: Bool = false) throws {
         self.deinterlace = deinterlace
         self.stream = stream
         self.path = path
@@ -55,7 +61,7 @@ final class VideoDecoder {
         // every codec, frame threads only for codecs measured safe with it, slice threads for
         // the rest (with slice threads the same 40 MPEG-4 files fail cleanly; MPEG-4, MJPEG and
         // ProRes decode far faster than any upscale, so they lose nothing).
-        ctx.pointee.err_recognition |= AV_EF_EXPLODE
+        if !midStream { ctx.pointee.err_recognition |= AV_EF_EXPLODE }
         if !VideoDecoder.frameThreadSafe.contains(par.pointee.codec_id) {
             ctx.pointee.thread_type = FF_THREAD_SLICE
         }

@@ -99,6 +99,8 @@ struct UpscaleCommand: ParsableCommand {
                 state.printError()
                 throw ExitCode(2)
             case .exited(130):
+                // An interrupted chunked job says where its finished chunks are kept.
+                if let text = state.error, text != UpscaleError.cancelled().message { console.error(text) }
                 cancel.cancel()
             case .exited(let code):
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
@@ -155,8 +157,16 @@ struct UpscaleCommand: ParsableCommand {
                 logger.notice("\(text)")
             }
             reporter.send(JobReport.output(path: job.output, width: job.width, height: job.height).line)
-            let summary = try Transcoder(job: job, logger: logger).run(cancel: cancel) { p in
+            let report: (TranscodeProgress) -> Void = { p in
                 reporter.send(JobReport.progress(done: p.framesDone, total: p.framesTotal, elapsed: p.elapsed).line)
+            }
+            var summary: TranscodeSummary
+            if ChunkedJob.applies(to: job, chunkSeconds: encode.chunkSeconds),
+               let outcome = try ChunkedJob(job: job, chunkSeconds: encode.chunkSeconds, workers: encode.jobs, logger: logger)
+                .run(resume: encode.resume, cancel: cancel, progress: report) {
+                summary = outcome.summary
+            } else {
+                summary = try Transcoder(job: job, logger: logger).run(cancel: cancel, progress: report)
             }
             reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job)).line)
         } catch let error as UpscaleError {

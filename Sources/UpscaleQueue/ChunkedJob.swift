@@ -1,0 +1,333 @@
+import Foundation
+import Logging
+import UpscaleMedia
+
+/// The chunks of one job on this machine and what became of them, kept in the job's work
+/// folder (`chunks.sqlite`, synchronous writes): the settings key the chunks were made with,
+/// the plan, and per chunk its state and the checksum of its finished file.
+final class ChunkLedger {
+    enum State: String { case queued, running, done }
+
+    struct Chunk {
+        var range: ChunkRange
+        var state: State
+        var checksum: UInt64?
+    }
+
+    private let db: SQLiteDatabase
+    private let lock = NSLock()
+
+    init(path: String) throws {
+        db = try SQLiteDatabase(path: path)
+        try db.transaction {
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS chunks (
+                    idx INTEGER PRIMARY KEY, seek INTEGER, start INTEGER, end_pts INTEGER, frames INTEGER NOT NULL,
+                    state TEXT NOT NULL, checksum INTEGER, attempts INTEGER NOT NULL DEFAULT 0, error TEXT);
+                """)
+        }
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    func value(_ key: String) throws -> String? {
+        try locked { try db.query("SELECT value FROM meta WHERE key = ?", [key]).first?["value"]?.string }
+    }
+
+    func setValue(_ key: String, _ value: String) throws {
+        try locked { _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", [key, value]) }
+    }
+
+    func insert(_ plan: ChunkPlan) throws {
+        try locked {
+            try db.transaction {
+                for c in plan.chunks {
+                    _ = try db.query("INSERT INTO chunks(idx, seek, start, end_pts, frames, state) VALUES(?, ?, ?, ?, ?, 'queued')",
+                                     [c.index, c.seek, c.start, c.end, c.frames])
+                }
+            }
+        }
+    }
+
+    func chunks() throws -> [Chunk] {
+        try locked {
+            try db.query("SELECT * FROM chunks ORDER BY idx").map { row in
+                Chunk(range: ChunkRange(index: row["idx"]!.int!, seek: row["seek"]?.int64, start: row["start"]?.int64,
+                                        end: row["end_pts"]?.int64, frames: row["frames"]!.int!),
+                      state: State(rawValue: row["state"]!.string!) ?? .queued,
+                      checksum: row["checksum"]?.int64.map { UInt64(bitPattern: $0) })
+            }
+        }
+    }
+
+    /// The lowest queued chunk, now running; nil when none is left.
+    func claim() throws -> ChunkRange? {
+        try locked {
+            try db.transaction {
+                guard let row = try db.query("SELECT idx FROM chunks WHERE state = 'queued' ORDER BY idx LIMIT 1").first,
+                      let index = row["idx"]?.int else { return nil }
+                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
+                return try db.query("SELECT * FROM chunks WHERE idx = ?", [index]).first.map { row in
+                    ChunkRange(index: index, seek: row["seek"]?.int64, start: row["start"]?.int64,
+                               end: row["end_pts"]?.int64, frames: row["frames"]!.int!)
+                }
+            }
+        }
+    }
+
+    func done(_ index: Int, checksum: UInt64) throws {
+        try locked {
+            _ = try db.query("UPDATE chunks SET state = 'done', checksum = ?, error = NULL WHERE idx = ?",
+                             [Int64(bitPattern: checksum), index])
+        }
+    }
+
+    func requeue(_ index: Int, error: String? = nil) throws {
+        try locked { _ = try db.query("UPDATE chunks SET state = 'queued', checksum = NULL, error = ? WHERE idx = ?", [error, index]) }
+    }
+}
+
+/// A job run in chunks on this machine, resumable: finished chunks stay in a hidden work
+/// folder beside the output (`.<output name>.upscale-work/`) until the join succeeds, so
+/// after Ctrl-C, `kill -9`, a crash or a reboot the same command continues where it was and
+/// redoes only the chunks that were in flight. `workers` chunks are encoded at once, each
+/// pipeline with its share of the threads.
+public final class ChunkedJob {
+    public let job: Job
+    public let chunkSeconds: Double
+    public let workers: Int
+    public let workFolder: String
+    private let logger: Logger
+
+    /// What a run did: the output summary and the chunk counts (for the resume test and notes).
+    public struct Outcome: Sendable {
+        public let summary: TranscodeSummary
+        public let chunks: Int
+        /// Chunks found finished (and intact) when the run started.
+        public let reused: Int
+        /// Chunks encoded by this run.
+        public let encoded: Int
+    }
+
+    public init(job: Job, chunkSeconds: Double, workers: Int = 1, logger: Logger = Logger(label: "upscale")) {
+        self.job = job
+        self.chunkSeconds = chunkSeconds
+        self.workers = max(1, workers)
+        self.logger = logger
+        workFolder = Self.workFolder(for: job.output)
+    }
+
+    public static func workFolder(for output: String) -> String {
+        let url = URL(fileURLWithPath: output)
+        return url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).upscale-work").path
+    }
+
+    /// Whether this job is long enough for chunks (by the container's duration; the keyframe
+    /// scan decides in the end) and its output can be joined.
+    public static func applies(to job: Job, chunkSeconds: Double) -> Bool {
+        chunkSeconds > 0 && job.duration >= 2 * chunkSeconds && ChunkPlan.supports(job)
+    }
+
+    /// Everything that changes a chunk's bytes: the input file as it is and the encode settings.
+    var settingsKey: String {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: job.input)
+        let size = (attributes?[.size] as? NSNumber)?.int64Value ?? -1
+        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        let e = job.encoder
+        let parts: [String] = [
+            "v1", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
+            "\(job.width)x\(job.height)", job.muxer, e.codec.rawValue, e.crf.map(String.init) ?? "-", e.preset ?? "-",
+            e.hevcEncoder ?? "-", job.kernel.rawValue, String(job.refine), String(job.deinterlace),
+            "\(job.sampleAspect.num):\(job.sampleAspect.den)", String(chunkSeconds),
+        ]
+        var hash = ContentHash()
+        let text = parts.joined(separator: "|")
+        text.utf8CString.withUnsafeBytes { hash.add($0) }
+        return String(hash.value, radix: 16)
+    }
+
+    /// Runs the job; nil when the keyframe scan finds fewer than two chunks (run it in one piece).
+    /// `resume: false` starts over. A clean failure removes the work folder; cancelling keeps it.
+    public func run(resume: Bool = true, cancel: CancellationFlag = CancellationFlag(),
+                    progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> Outcome? {
+        let started = Date()
+        let fm = FileManager.default
+        let ledgerPath = (workFolder as NSString).appendingPathComponent("chunks.sqlite")
+        let key = settingsKey
+        if fm.fileExists(atPath: workFolder) {
+            let existing = try? ChunkLedger(path: ledgerPath)
+            let matches = (try? existing?.value("settings")) == .some(key)
+            if !resume || !matches {
+                if !matches && resume { logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over") }
+                try? fm.removeItem(atPath: workFolder)
+            }
+        }
+        do {
+            try fm.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
+        } catch {
+            throw UpscaleError(.output, "cannot create the work folder '\(workFolder)': \(error.localizedDescription); pick another --output folder")
+        }
+        let ledger = try ChunkLedger(path: ledgerPath)
+        if try ledger.value("settings") == nil {
+            let plan = try ChunkPlan.make(path: job.input, chunkSeconds: chunkSeconds)
+            guard plan.chunks.count >= 2 else {
+                try? fm.removeItem(atPath: workFolder)
+                return nil
+            }
+            try ledger.insert(plan)
+            try ledger.setValue("settings", key)
+        }
+        PartialFile.removeStale(in: workFolder)
+
+        // What an earlier run left: finished chunks are kept when their file is intact.
+        var reused = 0
+        var redone = 0
+        let all = try ledger.chunks()
+        for chunk in all {
+            switch chunk.state {
+            case .done where ContentHash.of(file: chunkPath(chunk.range.index)) == chunk.checksum:
+                reused += 1
+            case .queued:
+                break
+            default:
+                redone += 1
+                try ledger.requeue(chunk.range.index)
+            }
+        }
+        if reused > 0 || redone > 0 {
+            logger.notice("resuming: \(reused) of \(all.count) chunks done\(redone > 0 ? ", \(redone) to redo" : "") (work folder '\(workFolder)')")
+        }
+        let doneFrames = try ledger.chunks().filter { $0.state == .done }.reduce(0) { $0 + $1.range.frames }
+        let meter = ChunkMeter(done: doneFrames, total: all.reduce(0) { $0 + $1.range.frames },
+                               started: started, progress: progress)
+
+        // Encode the rest, `workers` at a time, each with its share of the threads.
+        let failure = FirstError()
+        let stop = CancellationFlag()
+        let group = DispatchGroup()
+        let share = max(1, job.threads / workers)
+        var encoded = 0
+        let countLock = NSLock()
+        for worker in 0..<workers {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                defer { group.leave() }
+                while !stop.isCancelled && !cancel.isCancelled {
+                    let range: ChunkRange
+                    do {
+                        guard let next = try ledger.claim() else { return }
+                        range = next
+                    } catch {
+                        failure.record(error)
+                        stop.cancel()
+                        return
+                    }
+                    var part = job
+                    if workers > 1 {
+                        part.threads = share
+                        part.encoder.threads = share
+                    }
+                    part.chunk = ChunkTask(range: range, path: chunkPath(range.index))
+                    do {
+                        let summary = try Transcoder(job: part, logger: logger).run(cancel: stop) { p in
+                            meter.update(worker: worker, frames: p.framesDone)
+                        }
+                        try ledger.done(range.index, checksum: summary.checksum)
+                        meter.finish(worker: worker, frames: range.frames)
+                        countLock.lock()
+                        encoded += 1
+                        countLock.unlock()
+                    } catch {
+                        meter.finish(worker: worker, frames: 0)
+                        try? ledger.requeue(range.index, error: "\(error)")
+                        if (error as? UpscaleError)?.kind != .cancelled { failure.record(error) }
+                        stop.cancel()
+                        return
+                    }
+                }
+            }
+        }
+        // Ctrl-C / SIGTERM reaches the workers' pipelines through `stop`.
+        while group.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
+            if cancel.isCancelled { stop.cancel() }
+        }
+        if let error = failure.current {
+            // A clean failure: nothing to resume.
+            try? fm.removeItem(atPath: workFolder)
+            throw error
+        }
+        if cancel.isCancelled {
+            let done = (try? ledger.chunks().filter { $0.state == .done }.count) ?? 0
+            throw UpscaleError(.cancelled, "interrupted; \(done) of \(all.count) chunks are kept in '\(workFolder)': run the same command again to resume (--no-resume starts over)")
+        }
+        let paths = all.map { chunkPath($0.range.index) }
+        let joined = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        try? fm.removeItem(atPath: workFolder)
+        var summary = joined
+        summary.seconds = Date().timeIntervalSince(started)
+        return Outcome(summary: summary, chunks: all.count, reused: reused, encoded: encoded)
+    }
+
+    func chunkPath(_ index: Int) -> String {
+        (workFolder as NSString).appendingPathComponent(String(format: "chunk-%05d.chunk", index))
+    }
+}
+
+/// Frames done across chunk workers, reported as one job's progress.
+private final class ChunkMeter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done: Int
+    private var inFlight: [Int: Int] = [:]
+    private let total: Int
+    private let started: Date
+    private let progress: (TranscodeProgress) -> Void
+
+    init(done: Int, total: Int, started: Date, progress: @escaping (TranscodeProgress) -> Void) {
+        self.done = done
+        self.total = total
+        self.started = started
+        self.progress = progress
+    }
+
+    func reset(done: Int) {
+        lock.lock()
+        self.done = done
+        lock.unlock()
+    }
+
+    func update(worker: Int, frames: Int) {
+        lock.lock()
+        inFlight[worker] = frames
+        let now = done + inFlight.values.reduce(0, +)
+        lock.unlock()
+        progress(TranscodeProgress(framesDone: now, framesTotal: total, elapsed: Date().timeIntervalSince(started)))
+    }
+
+    func finish(worker: Int, frames: Int) {
+        lock.lock()
+        inFlight[worker] = nil
+        done += frames
+        lock.unlock()
+    }
+}
+
+/// The first error any worker hit.
+final class FirstError: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: Error?
+    func record(_ e: Error) {
+        lock.lock()
+        if error == nil { error = e }
+        lock.unlock()
+    }
+    var current: Error? {
+        lock.lock()
+        defer { lock.unlock() }
+        return error
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import UpscaleCore
+import UpscaleMedia
+import XCTest
+
+/// The plain command on a video long enough for chunks: interrupted, killed, and run again.
+final class ChunkedRunTests: XCTestCase {
+    private let source = "chunk-h264-bframes.mp4"
+    /// Lossless and unrefined, so chunked output must decode to exactly the one-pass pictures.
+    private let exact = ["--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"]
+
+    private func workspace() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-chunks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: CLITests.fixtures.appendingPathComponent(source), to: dir.appendingPathComponent(source))
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        return dir
+    }
+
+    private func start(_ arguments: [String], in dir: URL) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = dir
+        let err = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = err
+        try process.run()
+        return (process, err)
+    }
+
+    private func run(_ arguments: [String], in dir: URL) throws -> (status: Int32, stderr: String) {
+        let (process, err) = try start(arguments, in: dir)
+        let data = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Finished chunk files in a work folder.
+    private func finishedChunks(_ work: URL) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).filter { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }.count
+    }
+
+    /// Every process below `pid` (its job child).
+    private func descendants(of pid: pid_t) -> [pid_t] {
+        var found: [pid_t] = []
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+            for child in text.split(separator: " ").compactMap({ pid_t($0) }) { found += [child] + descendants(of: child) }
+        }
+        return found
+    }
+
+    private func waitForChunks(_ work: URL, atLeast count: Int, process: Process) throws {
+        let deadline = Date().addingTimeInterval(120)
+        while finishedChunks(work) < count {
+            XCTAssertTrue(process.isRunning, "the job ended before \(count) chunks were done")
+            if !process.isRunning || Date() > deadline { throw XCTSkip("unreachable") }
+            usleep(20_000)
+        }
+    }
+
+    private func assertSamePictures(_ a: URL, _ b: URL, file: StaticString = #filePath, line: UInt = #line) throws {
+        let x = try VideoFrameReader(path: a.path), y = try VideoFrameReader(path: b.path)
+        var count = 0
+        while let p = try x.next() {
+            let q = try XCTUnwrap(try y.next(), "fewer frames", file: file, line: line)
+            XCTAssertEqual(p.pts, q.pts, file: file, line: line)
+            for i in 0..<3 {
+                XCTAssertTrue(memcmp(p.frame.planes[i].base, q.frame.planes[i].base, p.frame.planes[i].stride * p.frame.planes[i].height) == 0,
+                              "frame \(count) plane \(i)", file: file, line: line)
+            }
+            count += 1
+        }
+        XCTAssertNil(try y.next(), "more frames", file: file, line: line)
+        XCTAssertEqual(count, 60, file: file, line: line)
+    }
+
+    /// `kill -9` of the parent and its job child mid-run, as a power cut would: the same
+    /// command continues from the chunks on disk, redoes only the one in flight, and the
+    /// result decodes to the one-pass pictures bit for bit.
+    func testKilledRunResumesAndRedoesOnlyTheChunkInFlight() throws {
+        let dir = try workspace()
+        let single = try run([source, "-o", "single.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
+        XCTAssertEqual(single.status, 0, single.stderr)
+
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, _) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 2, process: process)
+        let children = descendants(of: process.processIdentifier)
+        XCTAssertFalse(children.isEmpty)
+        for pid in [process.processIdentifier] + children { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+        usleep(200_000)
+        let kept = finishedChunks(work)
+        XCTAssertGreaterThanOrEqual(kept, 2)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
+
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        // "resuming: 3 of 5 chunks done, 1 to redo"
+        let line = try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr)
+        print("after kill -9 with \(kept) chunk files:", line)
+        let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        XCTAssertEqual(numbers.first, kept, String(line))
+        let redo = line.contains("to redo") ? numbers[2] : 0
+        XCTAssertLessThanOrEqual(redo, 1, "only the chunk in flight is redone: \(line)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path), "work folder removed after success")
+        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
+    }
+
+    /// Ctrl-C keeps the finished chunks and says where; --no-resume starts over; a finished
+    /// run leaves no work folder.
+    func testInterruptedRunKeepsItsChunksAndNoResumeStartsOver() throws {
+        let dir = try workspace()
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        kill(process.processIdentifier, SIGINT)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130, text)
+        XCTAssertTrue(text.contains("chunks are kept in '\(work.path)'"), text)
+        XCTAssertGreaterThanOrEqual(finishedChunks(work), 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
+
+        let fresh = try run(arguments + ["--no-resume"], in: dir)
+        XCTAssertEqual(fresh.status, 0, fresh.stderr)
+        XCTAssertFalse(fresh.stderr.contains("resuming"), fresh.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted(), ["chunk-h264-bframes.mp4", "chunked.mkv"])
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import UpscaleCore
+import UpscaleMedia
+import XCTest
+
+/// A job encoded in chunks and joined must be the job encoded in one pass.
+final class ChunkTests: XCTestCase {
+    /// Encodes `job` chunk by chunk into `work`, then joins them into `job.output`.
+    private func chunked(_ job: Job, seconds: Double, work: URL) throws -> (ChunkPlan, TranscodeSummary) {
+        let plan = try ChunkPlan.make(path: job.input, chunkSeconds: seconds)
+        var paths: [String] = []
+        for range in plan.chunks {
+            var part = job
+            part.chunk = ChunkTask(range: range, path: work.appendingPathComponent("chunk-\(range.index).chunk").path)
+            let summary = try Transcoder(job: part).run()
+            XCTAssertEqual(summary.frames, range.frames, "chunk \(range.index)")
+            paths.append(part.chunk!.path)
+        }
+        return (plan, try Transcoder(job: job).join(chunks: paths))
+    }
+
+    private func jobs(_ name: String, _ options: UpscaleOptions, in dir: URL) throws -> (single: Job, chunked: Job) {
+        let input = dir.appendingPathComponent(name).path
+        var a = options, b = options
+        let ext = options.encoder.codec == .ffv1 ? "mkv" : URL(fileURLWithPath: name).pathExtension
+        a.output = dir.appendingPathComponent("single.\(ext)").path
+        b.output = dir.appendingPathComponent("chunked.\(ext)").path
+        return (try JobPlanner.plan(input: input, options: a), try JobPlanner.plan(input: input, options: b))
+    }
+
+    private func sortedSeconds(_ path: String) throws -> [Double] { try Measure.videoSeconds(path) }
+
+    private func assertSameStreams(_ a: String, _ b: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let ia = try MediaProbe.info(a), ib = try MediaProbe.info(b)
+        XCTAssertEqual(ia.streams.map(\.codec), ib.streams.map(\.codec), file: file, line: line)
+        XCTAssertEqual(ia.duration, ib.duration, accuracy: 0.001, file: file, line: line)
+        let va = ia.video!, vb = ib.video!
+        XCTAssertEqual([va.codecTag, va.colorRange, va.colorPrimaries, va.colorTransfer, va.colorSpace, va.pixelFormat ?? ""],
+                       [vb.codecTag, vb.colorRange, vb.colorPrimaries, vb.colorTransfer, vb.colorSpace, vb.pixelFormat ?? ""],
+                       file: file, line: line)
+        XCTAssertEqual(try sortedSeconds(a), try sortedSeconds(b), file: file, line: line)
+        for s in ia.streams where s.kind == .audio {
+            let pa = try MediaProbe.packets(a, stream: s.index), pb = try MediaProbe.packets(b, stream: s.index)
+            XCTAssertEqual(pa.map(\.checksum), pb.map(\.checksum), "audio stream \(s.index) packets", file: file, line: line)
+            XCTAssertEqual(pa.map(\.pts), pb.map(\.pts), "audio stream \(s.index) times", file: file, line: line)
+        }
+    }
+
+    /// Open GOPs (leading B-pictures before each keyframe), B-frames, a VFR Matroska file with a
+    /// start offset, and a QuickTime file whose edit list hides its first frames: the joined
+    /// FFV1 output decodes to exactly the single-pass pictures at exactly its times.
+    func testLosslessChunkedOutputIsBitIdenticalToOnePass() throws {
+        let names = ["chunk-h264-bframes.mp4", "chunk-vfr.mkv", "chunk-offset.mov"]
+        let dir = try workspace(copying: names)
+        for name in names {
+            let options = UpscaleOptions(encoder: EncoderSettings(codec: .ffv1, threads: 1), threads: 2, overwrite: true)
+            let (single, job) = try jobs(name, options, in: dir)
+            let one = try Transcoder(job: single).run()
+            let (plan, joined) = try chunked(job, seconds: 1, work: dir)
+            XCTAssertGreaterThanOrEqual(plan.chunks.count, 3, name)
+            XCTAssertEqual(plan.frames, one.frames, name)
+            XCTAssertEqual(joined.frames, one.frames, name)
+            try assertSameStreams(single.output, job.output)
+            let a = try Measure.frames(single.output), b = try Measure.frames(job.output)
+            XCTAssertEqual(a.count, b.count, name)
+            for (x, y) in zip(a, b) {
+                XCTAssertEqual(x.pts, y.pts, name)
+                for p in 0..<3 { XCTAssertEqual(Measure.psnr(x.frame.planes[p], y.frame.planes[p]), .infinity, "\(name) pts \(x.pts) plane \(p)") }
+            }
+        }
+    }
+
+    /// HEVC in MP4: one parameter set (hvc1), the same frames and times, audio packets identical,
+    /// every chunk starts with a keyframe, and the bytes stay close to one pass at the same CRF.
+    func testHEVCChunksJoinIntoOneStreamLikeOnePass() throws {
+        let dir = try workspace(copying: ["chunk-h264-bframes.mp4"])
+        let options = UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast", threads: 1), threads: 2, overwrite: true)
+        let (single, job) = try jobs("chunk-h264-bframes.mp4", options, in: dir)
+        _ = try Transcoder(job: single).run()
+        let (plan, _) = try chunked(job, seconds: 1.5, work: dir)
+        XCTAssertGreaterThanOrEqual(plan.chunks.count, 3)
+        try assertSameStreams(single.output, job.output)
+        let info = try MediaProbe.info(job.output)
+        XCTAssertEqual(info.video?.codecTag, "hvc1")
+        let packets = try MediaProbe.packets(job.output, stream: info.videoStreamIndex!)
+        let onePass = try MediaProbe.packets(single.output, stream: info.videoStreamIndex!)
+        XCTAssertEqual(packets.map(\.dts), onePass.map(\.dts), "decode timestamps as one encoder makes them")
+        // Each chunk's first picture in decode order is a keyframe.
+        let tb = info.video!.timeBase
+        var decodeOrder = 0
+        var chunkStarts: [Int] = []
+        var expected = 0
+        for range in plan.chunks {
+            chunkStarts.append(expected)
+            expected += range.frames
+        }
+        for (i, p) in packets.enumerated() where chunkStarts.contains(i) {
+            XCTAssertTrue(p.isKeyframe, "packet \(i) (pts \(Double(p.pts ?? 0) * Double(tb.num) / Double(tb.den)) s) starts a chunk")
+            decodeOrder += 1
+        }
+        XCTAssertEqual(decodeOrder, plan.chunks.count)
+        // Decoding across every join reports nothing, and the pictures match one pass closely.
+        let a = try Measure.frames(single.output), b = try Measure.frames(job.output)
+        XCTAssertEqual(a.count, b.count)
+        for (x, y) in zip(a, b) { XCTAssertGreaterThan(Measure.psnr(x.frame.planes[0], y.frame.planes[0]), 30) }
+        let sizeSingle = try FileManager.default.attributesOfItem(atPath: single.output)[.size] as! Int
+        let sizeChunked = try FileManager.default.attributesOfItem(atPath: job.output)[.size] as! Int
+        print("HEVC single \(sizeSingle) B, chunked \(sizeChunked) B in \(plan.chunks.count) chunks")
+    }
+}
