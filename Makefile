@@ -4,11 +4,13 @@
 PREFIX ?= /usr/local
 SWIFT ?= swift
 DEB_PACKAGES = pkg-config libsqlite3-dev libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev libvips-dev libzimg-dev
+# The tests also start a throwaway PostgreSQL cluster (the shared queue's tests).
+TEST_PACKAGES = postgresql
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAMPLE = Samples/street.mp4
 DEMO_OUT = out
 
-.PHONY: all deps build debug test demo install bench clean
+.PHONY: all deps test-deps build debug test demo install bench clean
 
 all: build
 
@@ -28,7 +30,16 @@ build: deps
 debug: deps
 	$(SWIFT) build
 
-test: deps
+test-deps:
+	@missing=""; for p in $(TEST_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing for the tests:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+test: deps test-deps
 	$(SWIFT) test --disable-swift-testing
 
 demo: build

@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/vapor/console-kit.git", from: "4.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         .systemLibrary(
@@ -58,6 +61,18 @@ let package = Package(
             dependencies: ["CProcess", "CSQLite", "UpscaleMedia", "UpscaleImages"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // The shared queue in PostgreSQL (vapor/postgres-nio): many machines on one queue.
+        .target(
+            name: "UpscaleFarm",
+            dependencies: [
+                "UpscaleMedia", "UpscaleQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "UpscaleMedia",
             dependencies: [
@@ -74,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "upscale",
             dependencies: [
-                "UpscaleMedia", "UpscaleQueue", "UpscaleImages",
+                "UpscaleMedia", "UpscaleQueue", "UpscaleImages", "UpscaleFarm",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ConsoleKitTerminal", package: "console-kit"),
@@ -102,6 +117,11 @@ let package = Package(
         .testTarget(
             name: "UpscaleQueueTests",
             dependencies: ["UpscaleQueue"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "UpscaleFarmTests",
+            dependencies: ["UpscaleFarm", "UpscaleMedia", "UpscaleQueue", "upscale"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(

@@ -37,9 +37,18 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
     public let chunks: [ChunkRange]
     public var frames: Int { chunks.reduce(0) { $0 + $1.frames } }
 
+    public init(timeBase: Rational, chunks: [ChunkRange]) {
+        self.timeBase = timeBase
+        self.chunks = chunks
+    }
+
     public struct Rational: Codable, Sendable, Equatable {
         public let num: Int
         public let den: Int
+        public init(num: Int, den: Int) {
+            self.num = num
+            self.den = den
+        }
         public var seconds: Double { den == 0 ? 0 : Double(num) / Double(den) }
     }
 

@@ -54,7 +54,7 @@ public struct Job: Sendable {
     public var encoder: EncoderSettings
     public let kernel: Kernel
     public var threads: Int
-    public let overwrite: Bool
+    public var overwrite: Bool
     /// Whether the luma gets EdgeRefiner's pass (asked for, and the job is exactly 2x).
     public let refine: Bool
     /// The input's sample (pixel) aspect ratio, kept on the output; 1:1 when it has none.

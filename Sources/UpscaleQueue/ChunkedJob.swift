@@ -317,15 +317,16 @@ private final class ChunkMeter: @unchecked Sendable {
 }
 
 /// The first error any worker hit.
-final class FirstError: @unchecked Sendable {
+public final class FirstError: @unchecked Sendable {
     private let lock = NSLock()
     private var error: Error?
-    func record(_ e: Error) {
+    public init() {}
+    public func record(_ e: Error) {
         lock.lock()
         if error == nil { error = e }
         lock.unlock()
     }
-    var current: Error? {
+    public var current: Error? {
         lock.lock()
         defer { lock.unlock() }
         return error

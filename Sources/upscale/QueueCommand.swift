@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import UpscaleFarm
 import UpscaleQueue
 
 /// `upscale queue list|retry|cancel|pause|resume DIR`: the watched folder's queue; works
@@ -7,16 +8,18 @@ import UpscaleQueue
 struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue",
-        abstract: "Show and steer a watched folder's queue.",
+        abstract: "Show and steer a watched folder's queue, or the shared queue (--queue postgres://…).",
         subcommands: [List.self, Retry.self, Cancel.self, Pause.self, Resume.self])
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Every job: file, state, progress, fps, ETA, attempts, error.")
-        @Argument(help: "The watched folder.") var folder: String
+        @Argument(help: "The watched folder.") var folder: String?
+        @OptionGroup var queue: QueueOption
         @Flag(help: "One JSON object: the jobs and the queue's ETA.") var json = false
 
         func run() throws {
-            let root = WatchFolder(root: folder)
+            if queue.given != nil { return try SharedQueue.list(try queue.open(), json: json) }
+            let root = WatchFolder(root: try required(folder))
             let store = try root.openStore(create: false)
             let jobs = try store.list()
             let eta = QueueActions.queueETA(jobs)
@@ -46,11 +49,17 @@ struct QueueCommand: ParsableCommand {
 
     struct Retry: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Queue failed (or cancelled) jobs again; their originals come back from Failed/.")
-        @Argument(help: "The watched folder.") var folder: String
-        @Argument(help: "Files to retry (default: every failed job).") var files: [String] = []
+        @Argument(help: "The watched folder (not with --queue).") var folder: String?
+        @Argument(help: "Files to retry (default: every failed job); job ids with --queue.") var files: [String] = []
+        @OptionGroup var queue: QueueOption
 
         func run() throws {
-            let root = WatchFolder(root: folder)
+            if queue.given != nil {
+                let count = try queue.open().retry(ids: try SharedQueue.ids([folder].compactMap { $0 } + files))
+                print(count == 0 ? "nothing to retry" : "queued again: \(count) job(s)")
+                return
+            }
+            let root = WatchFolder(root: try required(folder))
             let queued = try QueueActions.retry(folder: root, store: try root.openStore(create: false), files: files)
             print(queued.isEmpty ? "nothing to retry" : "queued again: " + queued.joined(separator: ", "))
         }
@@ -58,12 +67,18 @@ struct QueueCommand: ParsableCommand {
 
     struct Cancel: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Cancel queued or running jobs (a running one stops within a second).")
-        @Argument(help: "The watched folder.") var folder: String
-        @Argument(help: "Files to cancel.") var files: [String]
+        @Argument(help: "The watched folder (not with --queue).") var folder: String?
+        @Argument(help: "Files to cancel; job ids with --queue.") var files: [String] = []
+        @OptionGroup var queue: QueueOption
 
         func run() throws {
-            let root = WatchFolder(root: folder)
-            let count = try QueueActions.cancel(folder: root, store: try root.openStore(create: false), files: files)
+            let count: Int
+            if queue.given != nil {
+                count = try queue.open().cancel(ids: try SharedQueue.ids([folder].compactMap { $0 } + files))
+            } else {
+                let root = WatchFolder(root: try required(folder))
+                count = try QueueActions.cancel(folder: root, store: try root.openStore(create: false), files: files)
+            }
             print(count == 0 ? "no queued or running job for \(files.joined(separator: ", "))" : "cancelled \(count) job(s)")
             if count == 0 { throw ExitCode(1) }
         }
@@ -71,18 +86,20 @@ struct QueueCommand: ParsableCommand {
 
     struct Pause: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Start no new job (running ones finish).")
-        @Argument(help: "The watched folder.") var folder: String
+        @Argument(help: "The watched folder.") var folder: String?
+        @OptionGroup var queue: QueueOption
         func run() throws {
-            try WatchFolder(root: folder).openStore(create: false).setPaused(true)
+            if queue.given != nil { try queue.open().setPaused(true) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(true) }
             print("paused")
         }
     }
 
     struct Resume: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Start jobs again after a pause.")
-        @Argument(help: "The watched folder.") var folder: String
+        @Argument(help: "The watched folder.") var folder: String?
+        @OptionGroup var queue: QueueOption
         func run() throws {
-            try WatchFolder(root: folder).openStore(create: false).setPaused(false)
+            if queue.given != nil { try queue.open().setPaused(false) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(false) }
             print("resumed")
         }
     }
@@ -91,4 +108,56 @@ struct QueueCommand: ParsableCommand {
 func clock(_ seconds: Double) -> String {
     let s = Int(seconds.rounded())
     return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+}
+
+func required(_ folder: String?) throws -> String {
+    guard let folder else { throw CLIError(status: 2, "give the watched folder, or --queue postgres://… for the shared queue") }
+    return folder
+}
+
+/// `queue …` on the shared PostgreSQL queue.
+enum SharedQueue {
+    static func ids(_ texts: [String]) throws -> [Int64] {
+        try texts.map { text in
+            guard let id = Int64(text) else { throw CLIError(status: 2, "'\(text)' is not a job id; 'upscale queue list --queue …' shows them") }
+            return id
+        }
+    }
+
+    static func list(_ queue: PostgresQueue, json: Bool) throws {
+        let jobs = try queue.list()
+        let paused = try queue.isPaused()
+        // ETA from each job's measured chunk rate (frames/s over its finished chunks), else the queue's.
+        let rates = jobs.compactMap(\.fps)
+        let overall = rates.isEmpty ? nil : rates.reduce(0, +) / Double(rates.count)
+        func eta(_ job: FarmJob) -> Double? {
+            guard ["queued", "running"].contains(job.state), let rate = job.fps ?? overall, rate > 0 else { return nil }
+            return Double(job.frames - job.framesDone) / rate / Double(max(1, job.chunksRunning))
+        }
+        if json {
+            struct Row: Encodable {
+                let job: FarmJob
+                let etaSeconds: Double?
+            }
+            struct Listing: Encodable {
+                let paused: Bool
+                let jobs: [Row]
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(Listing(paused: paused, jobs: jobs.map { Row(job: $0, etaSeconds: eta($0)) })), as: UTF8.self))
+            return
+        }
+        print(["id", "file", "state", "chunks done/running/queued", "progress", "fps", "ETA", "machines", "error"].joined(separator: "\t"))
+        for job in jobs {
+            let queued = max(0, job.chunks - job.chunksDone - job.chunksRunning)
+            let progress = job.frames > 0 ? "\(min(100, job.framesDone * 100 / job.frames))%" : "-"
+            print(["\(job.id)", URL(fileURLWithPath: job.input).lastPathComponent, job.state,
+                   "\(job.chunksDone)/\(job.chunksRunning)/\(queued)", progress, job.fps.map { String(format: "%.1f", $0) } ?? "-",
+                   eta(job).map(clock) ?? "-", job.machines.joined(separator: ","),
+                   (job.error ?? "").split(separator: "\n").first.map(String.init) ?? ""].joined(separator: "\t"))
+        }
+        let open = jobs.filter { ["queued", "running"].contains($0.state) }.count
+        print("\(jobs.count) jobs, \(open) queued or running\(paused ? ", paused" : "")")
+    }
 }

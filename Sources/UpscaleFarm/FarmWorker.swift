@@ -1,0 +1,237 @@
+import Foundation
+import Logging
+import UpscaleMedia
+import UpscaleQueue
+
+/// Claims chunks and joins from the shared queue and runs them until stopped (or, with
+/// `once`, until no work is left). Each of `slots` runs one task at a time with its share of
+/// the threads. Chunk files go to the job's work folder beside its output (on storage every
+/// worker reaches), named with the claim's token so a stale worker never overwrites the
+/// file of the worker that took its chunk over.
+public final class FarmWorker: @unchecked Sendable {
+    /// Lease on a task; heartbeats renew it every `lease / 4`, the rescuer requeues tasks
+    /// whose lease ran out. 60 s: a worker paused or cut off for a minute loses its task.
+    public static let defaultLease = 60.0
+    /// Idle workers poll this often when no NOTIFY arrives.
+    public static let idlePoll = 5.0
+
+    public struct Stats: Sendable {
+        public var chunks = 0
+        public var joins = 0
+        /// Finished work thrown away because the claim was no longer valid.
+        public var discarded = 0
+        public var failures = 0
+        public var rescued = 0
+    }
+
+    private let queue: PostgresQueue
+    public let name: String
+    private let slots: Int
+    private let map: PathMap
+    private let lease: Double
+    private let threads: Int
+    private let planJob: (_ settings: [String], _ input: String, _ output: String) throws -> Job
+    private let logger: Logger
+    private let wake = DispatchSemaphore(value: 0)
+    private let statsLock = NSLock()
+    private var stats = Stats()
+    private var lastRescue = Date.distantPast
+
+    /// `planJob` turns a queued job's settings (command-line options) into this machine's Job.
+    public init(queue: PostgresQueue, name: String, slots: Int, map: PathMap, lease: Double = FarmWorker.defaultLease,
+                threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                logger: Logger = Logger(label: "upscale.worker"),
+                planJob: @escaping (_ settings: [String], _ input: String, _ output: String) throws -> Job) {
+        self.queue = queue
+        self.name = name
+        self.slots = max(1, slots)
+        self.map = map
+        self.lease = lease
+        self.threads = threads
+        self.logger = logger
+        self.planJob = planJob
+    }
+
+    public static var defaultName: String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        return "\(String(cString: host)):\(getpid())"
+    }
+
+    public func run(once: Bool, stop: CancellationFlag) throws -> Stats {
+        try queue.listen { [wake] in wake.signal() }
+        let group = DispatchGroup()
+        let failure = FirstError()
+        for slot in 0..<slots {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                defer { group.leave() }
+                do { try loop(slot: slot, once: once, stop: stop) } catch {
+                    failure.record(error)
+                    stop.cancel()
+                }
+            }
+        }
+        while group.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
+            if stop.isCancelled { for _ in 0..<slots { wake.signal() } }
+        }
+        if let error = failure.current { throw error }
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return stats
+    }
+
+    private func count(_ change: (inout Stats) -> Void) {
+        statsLock.lock()
+        change(&stats)
+        statsLock.unlock()
+    }
+
+    private func loop(slot: Int, once: Bool, stop: CancellationFlag) throws {
+        let owner = "\(name)/\(slot)"
+        while !stop.isCancelled {
+            if Date().timeIntervalSince(lastRescue) > lease / 2 {
+                lastRescue = Date()
+                let rescued = try queue.rescueExpired()
+                if rescued > 0 {
+                    count { $0.rescued += rescued }
+                    logger.notice("requeued \(rescued) task(s) whose worker stopped answering")
+                }
+            }
+            guard let task = try queue.claim(owner: owner, lease: lease) else {
+                if once, try !queue.hasOpenWork() { return }
+                _ = wake.wait(timeout: .now() + (once ? 0.5 : Self.idlePoll))
+                continue
+            }
+            try perform(task, owner: owner, stop: stop)
+        }
+    }
+
+    /// Runs one task under a heartbeat; the result is written only while the claim holds.
+    private func perform(_ task: FarmTask, owner: String, stop: CancellationFlag) throws {
+        guard let record = try queue.job(id: task.jobID) else { return }
+        let input = map.apply(record.input), output = map.apply(record.output)
+        let what = task.isJoin ? "join of job \(task.jobID)" : "chunk \(task.index + 1)/\(record.chunks) of job \(task.jobID)"
+        let flag = CancellationFlag()
+        let beat = Heartbeat()
+        let started = Date()
+        let beater = Thread { [self] in
+            while !beat.finished {
+                beat.sleep(lease / 4)
+                if beat.finished { break }
+                if stop.isCancelled { flag.cancel() }
+                do {
+                    let elapsed = Date().timeIntervalSince(started)
+                    let fps = elapsed > 0 ? Double(beat.frames) / elapsed : nil
+                    if try !queue.heartbeat(task, lease: lease, framesDone: beat.frames, fps: fps) {
+                        beat.lost = true
+                        flag.cancel()
+                    }
+                    try? queue.reportWorker(name: owner, fps: fps, current: what)
+                } catch {
+                    // The server is unreachable for longer than the reconnect window; keep
+                    // working: the write at the end is checked against the token anyway.
+                    logger.notice("heartbeat for \(what) failed: \(error)")
+                }
+            }
+        }
+        beater.start()
+        defer { beat.finish() }
+
+        do {
+            var job = try planJob(record.settings, input, output)
+            job.threads = max(1, threads / slots)
+            if slots > 1 { job.encoder.threads = job.threads }
+            let work = ChunkedJob.workFolder(for: job.output)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            if task.isJoin {
+                try join(task, job: job, record: record, work: work, cancel: flag)
+                count { $0.joins += 1 }
+                return
+            }
+            let path = (work as NSString).appendingPathComponent(String(format: "chunk-%05d.", task.index) + task.token.prefix(8) + ".chunk")
+            job.chunk = ChunkTask(range: task.range, path: path)
+            logger.notice("\(owner): \(what)")
+            let summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
+            if beat.lost {
+                unlink(path)
+                count { $0.discarded += 1 }
+                return
+            }
+            switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds) {
+            case .done:
+                count { $0.chunks += 1 }
+            case .stale:
+                unlink(path)
+                count { $0.discarded += 1 }
+            }
+        } catch {
+            if beat.lost {
+                count { $0.discarded += 1 }
+                logger.notice("\(what): lease lost (taken over by another worker); discarded")
+                return
+            }
+            if stop.isCancelled {
+                // Shutting down: the task goes back without counting against it.
+                try queue.fail(task, reason: "worker \(owner) stopped", retry: true)
+                return
+            }
+            count { $0.failures += 1 }
+            logger.error("\(what) failed: \(error)")
+            let unrecoverable = (error as? UpscaleError).map { $0.kind == .input || $0.kind == .usage } ?? false
+            try queue.fail(task, reason: "\(error)", retry: !unrecoverable)
+        }
+    }
+
+    /// The join: every chunk's file as recorded (checksum), in order, into the output.
+    private func join(_ task: FarmTask, job: Job, record: FarmJob, work: String, cancel: CancellationFlag) throws {
+        let sums = try queue.chunkChecksums(job: task.jobID)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
+        var paths: [String] = []
+        var missing: [Int] = []
+        for index in 0..<record.chunks {
+            let prefix = String(format: "chunk-%05d.", index)
+            let candidates = names.filter { $0.hasPrefix(prefix) && $0.hasSuffix(".chunk") }
+                .map { (work as NSString).appendingPathComponent($0) }
+            if let sum = sums[index], let match = candidates.first(where: { ContentHash.of(file: $0) == sum }) {
+                paths.append(match)
+            } else {
+                missing.append(index)
+            }
+        }
+        if !missing.isEmpty {
+            for index in missing { try queue.redo(job: task.jobID, index: index, reason: "chunk file missing or damaged at the join") }
+            throw UpscaleError(.processing, "\(missing.count) chunk file(s) of job \(task.jobID) are missing or damaged in '\(work)'; they are queued again")
+        }
+        _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        switch try queue.complete(task, checksum: 0, seconds: 0) {
+        case .done:
+            try? FileManager.default.removeItem(atPath: work)
+        case .stale:
+            // Another worker took the join over; its output is as good as this one.
+            count { $0.discarded += 1 }
+        }
+    }
+}
+
+private final class Heartbeat: @unchecked Sendable {
+    private let lock = NSLock()
+    private let signal = DispatchSemaphore(value: 0)
+    private var _frames = 0, _lost = false, _finished = false
+    var frames: Int {
+        get { lock.lock(); defer { lock.unlock() }; return _frames }
+        set { lock.lock(); _frames = newValue; lock.unlock() }
+    }
+    var lost: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return _lost }
+        set { lock.lock(); _lost = newValue; lock.unlock() }
+    }
+    var finished: Bool { lock.lock(); defer { lock.unlock() }; return _finished }
+    func finish() {
+        lock.lock()
+        _finished = true
+        lock.unlock()
+        signal.signal()
+    }
+    func sleep(_ seconds: Double) { _ = signal.wait(timeout: .now() + seconds) }
+}

@@ -1,0 +1,498 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+import UpscaleMedia
+
+/// A task of a job in the shared queue: one chunk to encode, or (index -1) the join.
+public struct FarmTask: Sendable, Equatable {
+    public let jobID: Int64
+    public let index: Int
+    public let range: ChunkRange
+    /// Every write about this task must carry it; a worker whose lease ran out finds it gone.
+    public let token: String
+    public let attempts: Int
+    public var isJoin: Bool { index < 0 }
+}
+
+/// A job as the queue shows it.
+public struct FarmJob: Sendable, Codable, Equatable {
+    public let id: Int64
+    public let input: String
+    public let output: String
+    public let settings: [String]
+    public let state: String
+    public let priority: Int
+    public let error: String?
+    public let chunks: Int
+    public let frames: Int
+    public let chunksDone: Int
+    public let chunksRunning: Int
+    public let framesDone: Int
+    /// Hosts working on it now.
+    public let machines: [String]
+    /// Frames per second over its finished chunks (their encode time), nil before the first.
+    public let fps: Double?
+}
+
+/// The shared job queue in PostgreSQL (vapor/postgres-nio). Every call is one statement or
+/// one transaction on this object's connection; a lost connection (the server restarted,
+/// the network dropped) is reopened and the call repeated for up to `reconnectFor` seconds.
+///
+/// Claims take the oldest queued task of the highest-priority job with `FOR UPDATE SKIP
+/// LOCKED`, so concurrent workers never get the same one, and give it a lease and a fresh
+/// token. Heartbeats renew the lease; a rescuer requeues tasks whose lease ran out. Every
+/// write about a task matches its token: a worker that was stopped past its lease (and whose
+/// task went to another) has its writes refused. Completions lock the job row, so exactly one
+/// of two chunks finishing at the same instant sees that none is left and creates the join.
+public final class PostgresQueue: @unchecked Sendable {
+    public static let schemaVersion = 1
+    /// Workers are told about new work on this channel.
+    public static let channel = "upscale_work"
+
+    public let address: QueueAddress
+    public var reconnectFor: Double = 300
+    private let logger: Logger
+    private let lock = NSLock()
+    private var connection: PostgresConnection?
+    private var listener: (() -> Void)?
+    private static let ids = IDCounter()
+
+    public init(address: QueueAddress, logger: Logger = Logger(label: "upscale.queue")) throws {
+        self.address = address
+        var quiet = logger
+        quiet.logLevel = .critical
+        self.logger = quiet
+        try migrate()
+    }
+
+    deinit {
+        if let connection { try? connection.close().wait() }
+    }
+
+    // MARK: Connection
+
+    private func connect() throws -> PostgresConnection {
+        if let connection, !connection.isClosed { return connection }
+        let tls: PostgresConnection.Configuration.TLS
+        if address.requireTLS {
+            tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        } else {
+            tls = .disable
+        }
+        let config = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
+                                                      password: address.password, database: address.database, tls: tls)
+        let made = try PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.any(), configuration: config,
+                                                  id: Self.ids.next(), logger: logger).wait()
+        connection = made
+        if let listener {
+            made.addListener(channel: Self.channel) { _, _ in listener() }
+            _ = try made.query("LISTEN \(unescaped: Self.channel)", logger: logger).wait()
+        }
+        return made
+    }
+
+    /// Runs `body` on the connection, reconnecting and repeating it after connection failures.
+    func with<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        let deadline = Date().addingTimeInterval(reconnectFor)
+        var delay = 0.2
+        while true {
+            do {
+                return try body(try connect())
+            } catch {
+                guard Self.isConnectionProblem(error), Date() < deadline else { throw Self.explain(error, address) }
+                try? connection?.close().wait()
+                connection = nil
+                Thread.sleep(forTimeInterval: delay)
+                delay = min(delay * 2, 5)
+            }
+        }
+    }
+
+    /// One transaction; a failure inside rolls it back (and a lost connection repeats it whole).
+    func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try with { c in
+            _ = try c.query("BEGIN", logger: logger).wait()
+            do {
+                let value = try body(c)
+                _ = try c.query("COMMIT", logger: logger).wait()
+                return value
+            } catch {
+                _ = try? c.query("ROLLBACK", logger: logger).wait()
+                throw error
+            }
+        }
+    }
+
+    @discardableResult
+    func run(_ c: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
+        try c.query(query, logger: logger).wait()
+    }
+
+    static func isConnectionProblem(_ error: Error) -> Bool {
+        if let e = error as? PSQLError {
+            switch e.code {
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .connectionQuiescing:
+                return true
+            case .server:
+                // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up)
+                let state = e.serverInfo?[.sqlState] ?? ""
+                return state.hasPrefix("57P") || state.hasPrefix("08")
+            default:
+                return false
+            }
+        }
+        return error is ChannelError || error is IOError || error is NIOConnectionError
+    }
+
+    static func explain(_ error: Error, _ address: QueueAddress) -> Error {
+        if let e = error as? PSQLError {
+            if let message = e.serverInfo?[.message] { return FarmError("the queue at \(address) says: \(message)") }
+            if isConnectionProblem(e) { return FarmError("cannot reach the queue at \(address); is PostgreSQL running there and reachable from this machine?") }
+            return FarmError("the queue at \(address) failed: \(String(reflecting: e.code))")
+        }
+        if isConnectionProblem(error) { return FarmError("cannot reach the queue at \(address): \(error); is PostgreSQL running there and reachable from this machine?") }
+        return error
+    }
+
+    /// `wake` is called when another process announces new work (LISTEN/NOTIFY); kept across reconnects.
+    public func listen(_ wake: @escaping @Sendable () -> Void) throws {
+        try with { c in
+            listener = wake
+            c.addListener(channel: Self.channel) { _, _ in wake() }
+            try run(c, "LISTEN \(unescaped: Self.channel)")
+        }
+    }
+
+    // MARK: Schema
+
+    private func migrate() throws {
+        try transaction { c in
+            // One migrator at a time when several workers start together.
+            try run(c, "SELECT pg_advisory_xact_lock(74155)")
+            try run(c, """
+                CREATE TABLE IF NOT EXISTS upscale_meta (key text PRIMARY KEY, value text NOT NULL)
+                """)
+            let version = try run(c, "SELECT value FROM upscale_meta WHERE key = 'schema'").rows.first
+                .flatMap { try? $0.decode(String.self) }.flatMap(Int.init) ?? 0
+            if version > Self.schemaVersion {
+                throw FarmError("the queue at \(address) was set up by a newer upscale (schema \(version)); update upscale on this machine")
+            }
+            if version < 1 {
+                try run(c, """
+                    CREATE TABLE upscale_jobs (
+                        id bigserial PRIMARY KEY, input text NOT NULL, output text NOT NULL, settings text NOT NULL,
+                        state text NOT NULL DEFAULT 'queued', priority int NOT NULL DEFAULT 0, error text,
+                        chunks int NOT NULL, frames int NOT NULL, submitted_by text NOT NULL,
+                        created timestamptz NOT NULL DEFAULT now(), updated timestamptz NOT NULL DEFAULT now(),
+                        finished timestamptz)
+                    """)
+                try run(c, """
+                    CREATE TABLE upscale_tasks (
+                        job_id bigint NOT NULL REFERENCES upscale_jobs(id) ON DELETE CASCADE, idx int NOT NULL,
+                        seek bigint, start_pts bigint, end_pts bigint, frames int NOT NULL,
+                        state text NOT NULL DEFAULT 'queued', attempts int NOT NULL DEFAULT 0,
+                        owner text, token uuid, lease_expires timestamptz, checksum bigint,
+                        frames_done int NOT NULL DEFAULT 0, fps real, errors text NOT NULL DEFAULT '',
+                        started timestamptz, finished timestamptz, seconds real,
+                        PRIMARY KEY (job_id, idx))
+                    """)
+                try run(c, "CREATE INDEX upscale_tasks_queued ON upscale_tasks (state, job_id, idx)")
+                try run(c, """
+                    CREATE TABLE upscale_workers (
+                        name text PRIMARY KEY, seen timestamptz NOT NULL, fps real, current text)
+                    """)
+                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '1') ON CONFLICT (key) DO UPDATE SET value = '1'")
+            }
+        }
+    }
+
+    // MARK: Jobs
+
+    /// Queues a job and its chunks in one transaction and wakes idle workers.
+    public func submit(input: String, output: String, settings: [String], plan: ChunkPlan, priority: Int, host: String) throws -> Int64 {
+        let encoded = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
+        return try transaction { c in
+            let row = try run(c, """
+                INSERT INTO upscale_jobs (input, output, settings, priority, chunks, frames, submitted_by)
+                VALUES (\(input), \(output), \(encoded), \(priority), \(plan.chunks.count), \(plan.frames), \(host)) RETURNING id
+                """).rows.first!
+            let id = try row.decode(Int64.self)
+            for chunk in plan.chunks {
+                try run(c, """
+                    INSERT INTO upscale_tasks (job_id, idx, seek, start_pts, end_pts, frames)
+                    VALUES (\(id), \(chunk.index), \(chunk.seek), \(chunk.start), \(chunk.end), \(chunk.frames))
+                    """)
+            }
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+            return id
+        }
+    }
+
+    /// The oldest queued task of the highest-priority open job, now running with a lease.
+    public func claim(owner: String, lease: Double) throws -> FarmTask? {
+        try transaction { c in
+            if try paused(c) { return nil }
+            let rows = try run(c, """
+                UPDATE upscale_tasks t SET state = 'running', attempts = t.attempts + 1, owner = \(owner),
+                    token = gen_random_uuid(), lease_expires = now() + make_interval(secs => \(lease)),
+                    started = now(), frames_done = 0
+                FROM (SELECT t2.job_id, t2.idx FROM upscale_tasks t2 JOIN upscale_jobs j ON j.id = t2.job_id
+                      WHERE t2.state = 'queued' AND j.state IN ('queued', 'running')
+                      ORDER BY j.priority DESC, j.id, t2.idx LIMIT 1 FOR UPDATE OF t2 SKIP LOCKED) pick
+                WHERE t.job_id = pick.job_id AND t.idx = pick.idx
+                RETURNING t.job_id, t.idx, t.seek, t.start_pts, t.end_pts, t.frames, t.token::text, t.attempts
+                """).rows
+            guard let row = rows.first else { return nil }
+            let (job, idx, seek, start, end, frames, token, attempts) =
+                try row.decode((Int64, Int, Int64?, Int64?, Int64?, Int, String, Int).self)
+            try run(c, "UPDATE upscale_jobs SET state = 'running', updated = now() WHERE id = \(job) AND state = 'queued'")
+            return FarmTask(jobID: job, index: idx, range: ChunkRange(index: idx, seek: seek, start: start, end: end, frames: frames),
+                            token: token, attempts: attempts)
+        }
+    }
+
+    /// Renews the lease with progress; false when the task is no longer this claim's
+    /// (lease expired and rescued, job cancelled): the worker must stop and discard its work.
+    public func heartbeat(_ task: FarmTask, lease: Double, framesDone: Int, fps: Double?) throws -> Bool {
+        try with { c in
+            try run(c, """
+                UPDATE upscale_tasks SET lease_expires = now() + make_interval(secs => \(lease)),
+                    frames_done = \(framesDone), fps = \(fps)
+                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                """).metadata.rows == 1
+        }
+    }
+
+    public enum Completion: Equatable, Sendable {
+        /// Done; `joinQueued` when it was the job's last chunk (exactly one completion sees that).
+        case done(joinQueued: Bool)
+        /// The claim was no longer valid: nothing was written.
+        case stale
+    }
+
+    /// A chunk encoded and checked (`frames` = its range) into its file, or the join written.
+    public func complete(_ task: FarmTask, checksum: UInt64, seconds: Double) throws -> Completion {
+        try transaction { c in
+            try run(c, "SELECT id FROM upscale_jobs WHERE id = \(task.jobID) FOR UPDATE")
+            let updated = try run(c, """
+                UPDATE upscale_tasks SET state = 'done', checksum = \(Int64(bitPattern: checksum)), lease_expires = NULL,
+                    finished = now(), seconds = \(seconds), frames_done = frames
+                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                """).metadata.rows ?? 0
+            guard updated == 1 else { return .stale }
+            if task.isJoin {
+                try run(c, "UPDATE upscale_jobs SET state = 'done', updated = now(), finished = now() WHERE id = \(task.jobID)")
+                return .done(joinQueued: false)
+            }
+            let left = try run(c, """
+                SELECT count(*) FROM upscale_tasks WHERE job_id = \(task.jobID) AND idx >= 0 AND state <> 'done'
+                """).rows.first!.decode(Int64.self)
+            guard left == 0 else { return .done(joinQueued: false) }
+            let total = try run(c, "SELECT frames FROM upscale_jobs WHERE id = \(task.jobID)").rows.first!.decode(Int.self)
+            try run(c, """
+                INSERT INTO upscale_tasks (job_id, idx, frames) VALUES (\(task.jobID), -1, \(total)) ON CONFLICT DO NOTHING
+                """)
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+            return .done(joinQueued: true)
+        }
+    }
+
+    /// A task that failed: queued again, or after `maxAttempts` the job fails with every reason.
+    /// Returns whether the job failed; false also when the claim was stale (nothing written).
+    public static let maxAttempts = 3
+
+    @discardableResult
+    public func fail(_ task: FarmTask, reason: String, retry: Bool = true) throws -> Bool {
+        try transaction { c in
+            let line = "attempt \(task.attempts) on \(task.token.prefix(8)): \(reason)\n"
+            let rows = try run(c, """
+                UPDATE upscale_tasks SET state = CASE WHEN \(retry) AND attempts < \(Self.maxAttempts) THEN 'queued' ELSE 'failed' END,
+                    token = NULL, lease_expires = NULL, errors = errors || \(line)
+                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                RETURNING state, errors
+                """).rows
+            guard let row = rows.first else { return false }
+            let (state, errors) = try row.decode((String, String).self)
+            if state == "failed" { try failJob(c, task.jobID, errors: errors, index: task.index) }
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+            return state == "failed"
+        }
+    }
+
+    private func failJob(_ c: PostgresConnection, _ job: Int64, errors: String, index: Int) throws {
+        let what = index < 0 ? "the join" : "chunk \(index + 1)"
+        let text = "\(what) failed \(Self.maxAttempts) times:\n" + errors
+        try run(c, "UPDATE upscale_jobs SET state = 'failed', error = \(text), updated = now() WHERE id = \(job)")
+        try run(c, """
+            UPDATE upscale_tasks SET state = 'cancelled', token = NULL WHERE job_id = \(job) AND state IN ('queued', 'running')
+            """)
+    }
+
+    /// Running tasks whose lease ran out (worker killed, machine gone, paused past it) go back
+    /// to the queue, or fail their job after `maxAttempts`. Returns how many were rescued.
+    @discardableResult
+    public func rescueExpired() throws -> Int {
+        try transaction { c in
+            let rows = try run(c, """
+                UPDATE upscale_tasks SET state = CASE WHEN attempts < \(Self.maxAttempts) THEN 'queued' ELSE 'failed' END,
+                    errors = errors || 'attempt ' || attempts || ': lease expired on ' || coalesce(owner, '?') || E'\\n',
+                    token = NULL, lease_expires = NULL
+                WHERE state = 'running' AND lease_expires < now()
+                RETURNING job_id, idx, state, errors
+                """).rows
+            for row in rows {
+                let (job, idx, state, errors) = try row.decode((Int64, Int, String, String).self)
+                if state == "failed" { try failJob(c, job, errors: errors, index: idx) }
+            }
+            if !rows.isEmpty { try run(c, "NOTIFY \(unescaped: Self.channel)") }
+            return rows.count
+        }
+    }
+
+    /// Chunks' checksums of a job in order (all done), for the join.
+    public func chunkChecksums(job: Int64) throws -> [Int: UInt64] {
+        try with { c in
+            var result: [Int: UInt64] = [:]
+            for row in try run(c, "SELECT idx, checksum FROM upscale_tasks WHERE job_id = \(job) AND idx >= 0 AND state = 'done'").rows {
+                let (idx, sum) = try row.decode((Int, Int64).self)
+                result[idx] = UInt64(bitPattern: sum)
+            }
+            return result
+        }
+    }
+
+    /// A chunk whose file turned out missing or damaged at the join goes back to the queue.
+    public func redo(job: Int64, index: Int, reason: String) throws {
+        try with { c in
+            try run(c, """
+                UPDATE upscale_tasks SET state = 'queued', checksum = NULL, errors = errors || \(reason + "\n")
+                WHERE job_id = \(job) AND idx = \(index)
+                """)
+        }
+    }
+
+    public func job(id: Int64) throws -> FarmJob? { try jobs(where: id).first }
+
+    public func list() throws -> [FarmJob] { try jobs(where: nil) }
+
+    private func jobs(where id: Int64?) throws -> [FarmJob] {
+        try with { c in
+            let filter: PostgresQuery = id.map { "WHERE j.id = \($0)" } ?? ""
+            var query: PostgresQuery = """
+                SELECT j.id, j.input, j.output, j.settings, j.state, j.priority, j.error, j.chunks, j.frames,
+                    count(*) FILTER (WHERE t.idx >= 0 AND t.state = 'done'),
+                    count(*) FILTER (WHERE t.state = 'running'),
+                    coalesce(sum(CASE WHEN t.idx < 0 THEN 0 WHEN t.state = 'done' THEN t.frames WHEN t.state = 'running' THEN t.frames_done ELSE 0 END), 0),
+                    coalesce(string_agg(DISTINCT t.owner, ',') FILTER (WHERE t.state = 'running'), ''),
+                    sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0)
+                FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
+                """
+            query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
+            query.binds = filter.binds
+            return try run(c, query).rows.map { row in
+                let (id, input, output, settings, state, priority, error, chunks, frames, done, running, framesDone, machines, fps) =
+                    try row.decode((Int64, String, String, String, String, Int, String?, Int, Int, Int64, Int64, Int64, String, Double?).self)
+                return FarmJob(id: id, input: input, output: output,
+                               settings: (try? JSONDecoder().decode([String].self, from: Data(settings.utf8))) ?? [],
+                               state: state, priority: priority, error: error, chunks: chunks, frames: frames,
+                               chunksDone: Int(done), chunksRunning: Int(running), framesDone: Int(framesDone),
+                               machines: machines.split(separator: ",").map { String($0.split(separator: "/").first ?? $0) }.sorted(),
+                               fps: fps)
+            }
+        }
+    }
+
+    /// Failed and cancelled jobs (all, or these ids) go back to the queue with fresh attempts.
+    public func retry(ids: [Int64]) throws -> Int {
+        try transaction { c in
+            let rows = try run(c, """
+                UPDATE upscale_jobs SET state = 'queued', error = NULL, updated = now()
+                WHERE state IN ('failed', 'cancelled') AND (cardinality(\(ids)::bigint[]) = 0 OR id = ANY(\(ids)::bigint[]))
+                RETURNING id
+                """).rows
+            for row in rows {
+                let id = try row.decode(Int64.self)
+                try run(c, """
+                    UPDATE upscale_tasks SET state = 'queued', attempts = 0, token = NULL WHERE job_id = \(id) AND state <> 'done'
+                    """)
+            }
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+            return rows.count
+        }
+    }
+
+    /// Queued and running jobs become cancelled; their workers find their tokens gone.
+    public func cancel(ids: [Int64]) throws -> Int {
+        try transaction { c in
+            let rows = try run(c, """
+                UPDATE upscale_jobs SET state = 'cancelled', updated = now()
+                WHERE state IN ('queued', 'running') AND (cardinality(\(ids)::bigint[]) = 0 OR id = ANY(\(ids)::bigint[]))
+                RETURNING id
+                """).rows
+            for row in rows {
+                try run(c, "UPDATE upscale_tasks SET state = 'cancelled', token = NULL WHERE job_id = \(try row.decode(Int64.self)) AND state IN ('queued', 'running')")
+            }
+            return rows.count
+        }
+    }
+
+    public func setPriority(id: Int64, priority: Int) throws -> Bool {
+        try with { c in try run(c, "UPDATE upscale_jobs SET priority = \(priority), updated = now() WHERE id = \(id)").metadata.rows == 1 }
+    }
+
+    public func setPaused(_ value: Bool) throws {
+        try with { c in
+            try run(c, """
+                INSERT INTO upscale_meta (key, value) VALUES ('paused', \(value ? "1" : "0"))
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """)
+            if !value { try run(c, "NOTIFY \(unescaped: Self.channel)") }
+        }
+    }
+
+    public func isPaused() throws -> Bool { try with { try paused($0) } }
+
+    private func paused(_ c: PostgresConnection) throws -> Bool {
+        try run(c, "SELECT value FROM upscale_meta WHERE key = 'paused'").rows.first.map { try $0.decode(String.self) } == "1"
+    }
+
+    /// Whether any task is queued or running (for `worker --once`).
+    public func hasOpenWork() throws -> Bool {
+        try with { c in
+            try run(c, """
+                SELECT count(*) FROM upscale_tasks t JOIN upscale_jobs j ON j.id = t.job_id
+                WHERE t.state IN ('queued', 'running') AND j.state IN ('queued', 'running')
+                """).rows.first!.decode(Int64.self) > 0
+        }
+    }
+
+    /// A worker's heartbeat for `queue list` and the dashboard.
+    public func reportWorker(name: String, fps: Double?, current: String?) throws {
+        try with { c in
+            try run(c, """
+                INSERT INTO upscale_workers (name, seen, fps, current) VALUES (\(name), now(), \(fps), \(current))
+                ON CONFLICT (name) DO UPDATE SET seen = now(), fps = excluded.fps, current = excluded.current
+                """)
+        }
+    }
+
+    /// Runs `sql` as given (tests and the bench only).
+    public func execute(_ sql: String) throws {
+        try with { c in _ = try run(c, PostgresQuery(unsafeSQL: sql)) }
+    }
+}
+
+private final class IDCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func next() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += 1
+        return value
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import Logging
+import UpscaleFarm
+import UpscaleMedia
+import UpscaleQueue
+
+/// `--queue URL`, or the UPSCALE_QUEUE environment variable.
+struct QueueOption: ParsableArguments {
+    @Option(help: "The shared queue: postgres://user@host:port/database[?sslmode=require] (default: $UPSCALE_QUEUE). Password from PGPASSWORD or ~/.pgpass.")
+    var queue: String?
+
+    var given: String? { queue ?? ProcessInfo.processInfo.environment["UPSCALE_QUEUE"] }
+
+    func open() throws -> PostgresQueue {
+        guard let text = given else {
+            throw CLIError(status: 2, "no queue given: use --queue postgres://user@host:port/database or set UPSCALE_QUEUE")
+        }
+        do {
+            return try PostgresQueue(address: try QueueAddress(text))
+        } catch let error as FarmError {
+            throw CLIError(status: 1, error.description)
+        }
+    }
+}
+
+/// `upscale submit INPUT… --queue URL`: plan each input here (probe, keyframe scan) and queue
+/// its chunks; returns at once. Any worker on the queue may run them.
+struct SubmitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "submit",
+        abstract: "Queue videos on the shared PostgreSQL queue, split into chunks that any worker may encode.",
+        discussion: "Inputs and the output folder must be on storage every worker reaches (NFS/SMB); workers on machines that mount it elsewhere use --map.")
+
+    @Argument(help: "Video files to queue.") var inputs: [String]
+    @OptionGroup var encode: EncodeOptions
+    @OptionGroup var queue: QueueOption
+    @Option(name: .shortAndLong, help: "Output folder (default: beside each input).") var output: String?
+    @Option(help: "Higher runs first (default 0).") var priority = 0
+    @Flag(help: "Replace existing outputs.") var overwrite = false
+
+    func run() throws {
+        MediaLibrary.configure()
+        let store = try queue.open()
+        let host = FarmWorker.defaultName
+        var failed = 0
+        for input in inputs {
+            let path = URL(fileURLWithPath: input).standardizedFileURL.path
+            do {
+                var options = encode.upscaleOptions(output: output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }, overwrite: overwrite)
+                options.uniqueName = false
+                let job = try JobPlanner.plan(input: path, options: options, multipleInputs: inputs.count > 1)
+                let seconds = encode.chunkSeconds > 0 ? encode.chunkSeconds : 1e9
+                let plan = try ChunkPlan.make(path: path, chunkSeconds: seconds)
+                let settings = encode.arguments + (overwrite ? ["--overwrite"] : [])
+                let id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host)
+                print("queued job \(id): \(path) → \(job.output) (\(plan.chunks.count) chunks, \(plan.frames) frames)")
+            } catch let error as UpscaleError {
+                FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+                if error.kind == .usage { throw ExitCode(2) }
+                failed += 1
+            }
+        }
+        if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+/// `upscale worker --queue URL`: run chunks and joins from the shared queue.
+struct WorkerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Encode chunks and join outputs from the shared PostgreSQL queue until stopped.")
+
+    @OptionGroup var queue: QueueOption
+    @Option(help: "Tasks run at once, each with its share of the threads (default 1).") var jobs = 1
+    @Flag(help: "Stop when the queue has no work left.") var once = false
+    @Option(help: "Rewrite a path prefix for this machine, FROM=TO (repeatable).") var map: [String] = []
+    @Option(help: "Name shown in the queue (default host:pid).") var name: String?
+    @Flag(name: .shortAndLong, help: "Print nothing but errors.") var quiet = false
+
+    func run() throws {
+        MediaLibrary.configure()
+        let paths: PathMap
+        do { paths = try PathMap(map) } catch let e as FarmError { throw CLIError(status: 2, e.description) }
+        let store = try queue.open()
+        let lease = ProcessInfo.processInfo.environment["UPSCALE_LEASE_SECONDS"].flatMap(Double.init) ?? FarmWorker.defaultLease
+        var logger = Logger(label: "upscale.worker")
+        logger.logLevel = quiet ? .error : .notice
+        let worker = FarmWorker(queue: store, name: name ?? FarmWorker.defaultName, slots: jobs, map: paths, lease: lease,
+                                logger: logger) { settings, input, output in
+            let parsed = try EncodeOptions.parse(settings.filter { $0 != "--overwrite" })
+            let options = parsed.upscaleOptions(output: output, overwrite: settings.contains("--overwrite"))
+            // The output was decided at submit; an existing one then means a join that already
+            // ran (its work folder is gone) or a file that appeared since: never replaced silently.
+            var planned = options
+            planned.overwrite = true
+            var job = try JobPlanner.plan(input: input, options: planned)
+            job.overwrite = options.overwrite
+            return job
+        }
+        let stop = CancellationFlag()
+        let trap = SignalTrap(repeatable: true) { stop.cancel() }
+        defer { withExtendedLifetime(trap) {} }
+        let stats = try worker.run(once: once, stop: stop)
+        if !quiet {
+            print("worker \(worker.name): \(stats.chunks) chunks, \(stats.joins) joins, \(stats.failures) failures, \(stats.discarded) discarded (lease lost), \(stats.rescued) rescued")
+        }
+        if stop.isCancelled { throw ExitCode(130) }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import UpscaleFarm
+import UpscaleMedia
+import XCTest
+
+/// The shared queue's guarantees, against a real PostgreSQL server.
+final class QueueTests: XCTestCase {
+    static var cluster: PostgresCluster?
+
+    override class func setUp() {
+        super.setUp()
+        cluster = try? PostgresCluster()
+    }
+
+    override class func tearDown() {
+        cluster?.stop()
+        cluster = nil
+        super.tearDown()
+    }
+
+    func server() throws -> PostgresCluster {
+        // Never skipped: without PostgreSQL this fails (CI installs it).
+        if Self.cluster == nil { Self.cluster = try PostgresCluster() }
+        return Self.cluster!
+    }
+
+    func queue() throws -> PostgresQueue {
+        try PostgresQueue(address: try QueueAddress(try server().url))
+    }
+
+    static func plan(chunks: Int) -> ChunkPlan {
+        ChunkPlan(timeBase: .init(num: 1, den: 30), chunks: (0..<chunks).map {
+            ChunkRange(index: $0, seek: $0 == 0 ? nil : Int64($0 * 300 - 30), start: $0 == 0 ? nil : Int64($0 * 300),
+                       end: $0 == chunks - 1 ? nil : Int64($0 * 300 + 300), frames: 300)
+        })
+    }
+
+    func submit(_ q: PostgresQueue, chunks: Int, name: String = UUID().uuidString) throws -> Int64 {
+        try q.submit(input: "/in/\(name).mov", output: "/out/\(name) Upscaled.mov", settings: ["--no-refine"],
+                     plan: Self.plan(chunks: chunks), priority: 0, host: "test")
+    }
+
+    /// 8 connections race for 1000 chunks: each is claimed exactly once. Prints the claim rate.
+    func testClaimsAreExclusiveUnderConcurrency() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done'")
+        let id = try submit(q, chunks: 1000)
+        let queues = try (0..<8).map { _ in try queue() }
+        let lock = NSLock()
+        var claimed: [Int: Int] = [:]
+        let start = Date()
+        DispatchQueue.concurrentPerform(iterations: 8) { n in
+            while let task = try? queues[n].claim(owner: "racer\(n)", lease: 60) {
+                XCTAssertEqual(task.jobID, id)
+                lock.lock()
+                claimed[task.index, default: 0] += 1
+                lock.unlock()
+            }
+        }
+        let seconds = Date().timeIntervalSince(start)
+        XCTAssertEqual(claimed.count, 1000)
+        XCTAssertEqual(claimed.values.filter { $0 != 1 }.count, 0, "chunks claimed more than once")
+        print(String(format: "claims: 1000 by 8 connections in %.2f s = %.0f claims/s", seconds, 1000 / seconds))
+    }
+
+    /// A worker stopped past its lease: its chunk is rescued and claimed by another with a new
+    /// token; the old claim's heartbeat, completion and failure are all refused.
+    func testStaleClaimCannotWriteAfterItsLeaseWasTakenOver() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done'")
+        let id = try submit(q, chunks: 2)
+        let old = try XCTUnwrap(try q.claim(owner: "sleeper", lease: 0.3))
+        XCTAssertEqual(old.jobID, id)
+        Thread.sleep(forTimeInterval: 0.6)
+        XCTAssertEqual(try q.rescueExpired(), 1)
+        let fresh = try XCTUnwrap(try q.claim(owner: "rescuer", lease: 60))
+        XCTAssertEqual(fresh.index, old.index)
+        XCTAssertNotEqual(fresh.token, old.token)
+        XCTAssertEqual(fresh.attempts, 2)
+        XCTAssertFalse(try q.heartbeat(old, lease: 60, framesDone: 10, fps: 1))
+        XCTAssertEqual(try q.complete(old, checksum: 1, seconds: 1), .stale)
+        XCTAssertFalse(try q.fail(old, reason: "late"))
+        XCTAssertTrue(try q.heartbeat(fresh, lease: 60, framesDone: 10, fps: 1))
+        XCTAssertEqual(try q.complete(fresh, checksum: 7, seconds: 1), .done(joinQueued: false))
+        XCTAssertEqual(try q.chunkChecksums(job: id)[old.index], 7)
+    }
+
+    /// The two last chunks of a job finishing at the same instant: exactly one completion
+    /// creates the join, never none and never two (20 jobs).
+    func testJoinIsCreatedExactlyOnceWhenTheLastChunksFinishTogether() throws {
+        let q = try queue()
+        let a = try queue(), b = try queue()
+        for _ in 0..<20 {
+            try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+            let id = try submit(q, chunks: 2)
+            let first = try XCTUnwrap(try a.claim(owner: "a", lease: 60))
+            let second = try XCTUnwrap(try b.claim(owner: "b", lease: 60))
+            var results: [PostgresQueue.Completion?] = [nil, nil]
+            DispatchQueue.concurrentPerform(iterations: 2) { n in
+                results[n] = try? (n == 0 ? a : b).complete(n == 0 ? first : second, checksum: 1, seconds: 1)
+            }
+            XCTAssertEqual(results.filter { $0 == .done(joinQueued: true) }.count, 1, "job \(id): \(results)")
+            XCTAssertEqual(results.filter { $0 == .done(joinQueued: false) }.count, 1)
+            let join = try XCTUnwrap(try q.claim(owner: "joiner", lease: 60))
+            XCTAssertTrue(join.isJoin)
+            XCTAssertEqual(join.jobID, id)
+            XCTAssertNil(try q.claim(owner: "joiner", lease: 60), "one join only")
+            XCTAssertEqual(try q.complete(join, checksum: 0, seconds: 0), .done(joinQueued: false))
+            XCTAssertEqual(try q.job(id: id)?.state, "done")
+        }
+    }
+
+    /// A chunk failing three times fails its job with every reason; `queue retry` requeues it.
+    func testChunkFailingThreeTimesFailsItsJob() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let id = try submit(q, chunks: 3)
+        for attempt in 1...3 {
+            let task = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+            XCTAssertEqual(task.index, 0)
+            XCTAssertEqual(try q.fail(task, reason: "encoder failed (\(attempt))"), attempt == 3)
+        }
+        let job = try XCTUnwrap(try q.job(id: id))
+        XCTAssertEqual(job.state, "failed")
+        for attempt in 1...3 { XCTAssertTrue(job.error?.contains("encoder failed (\(attempt))") ?? false, job.error ?? "") }
+        XCTAssertNil(try q.claim(owner: "w", lease: 60), "a failed job's other chunks are not run")
+        XCTAssertEqual(try q.retry(ids: [id]), 1)
+        XCTAssertEqual(try q.claim(owner: "w", lease: 60)?.index, 0)
+    }
+
+    /// `pg_ctl restart -m immediate` between calls: the queue reconnects and nothing is lost.
+    func testQueueSurvivesAServerRestart() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let id = try submit(q, chunks: 2)
+        let task = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+        try server().restartImmediately()
+        XCTAssertTrue(try q.heartbeat(task, lease: 60, framesDone: 5, fps: 1))
+        XCTAssertEqual(try q.complete(task, checksum: 3, seconds: 1), .done(joinQueued: false))
+        XCTAssertEqual(try q.job(id: id)?.chunksDone, 1)
+    }
+
+    func testAddressAndPathMap() throws {
+        let env = ["PGPASSWORD": "pw", "USER": "me"]
+        let a = try QueueAddress("postgres://farm@nas.local:6543/upscale?sslmode=require", environment: env)
+        XCTAssertEqual([a.host, String(a.port), a.user, a.database, a.password ?? ""], ["nas.local", "6543", "farm", "upscale", "pw"])
+        XCTAssertTrue(a.requireTLS)
+        XCTAssertThrowsError(try QueueAddress("postgres://farm:secret@nas/upscale", environment: env))
+        XCTAssertThrowsError(try QueueAddress("mysql://nas/upscale", environment: env))
+        let pass = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)").path
+        try "other:*:*:*:no\nnas:5432:up\\:scale:farm:right\n".write(toFile: pass, atomically: true, encoding: .utf8)
+        defer { unlink(pass) }
+        XCTAssertEqual(try QueueAddress("postgres://farm@nas/up:scale", environment: ["PGPASSFILE": pass]).password, "right")
+        let map = try PathMap(["/mnt/nas=/Volumes/NAS", "/mnt/nas/raw/=/data/raw"])
+        XCTAssertEqual(map.apply("/mnt/nas/a.mov"), "/Volumes/NAS/a.mov")
+        XCTAssertEqual(map.apply("/mnt/nas/raw/b.mov"), "/data/raw/b.mov")
+        XCTAssertEqual(map.apply("/mnt/nasty/c.mov"), "/mnt/nasty/c.mov")
+        XCTAssertThrowsError(try PathMap(["/only-from"]))
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import UpscaleFarm
+import UpscaleMedia
+import UpscaleQueue
+import XCTest
+
+/// Real `upscale submit` and `upscale worker` processes on one queue.
+final class WorkerTests: XCTestCase {
+    static var binary: URL {
+        var dir = Bundle.main.bundleURL
+        if dir.pathExtension == "xctest" { dir = dir.deletingLastPathComponent() }
+        return dir.appendingPathComponent("upscale")
+    }
+
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/chunk-h264-bframes.mp4")
+    static let exact = ["--codec", "ffv1", "--no-refine", "--threads", "1"]
+
+    private var cluster: PostgresCluster!
+
+    override func setUpWithError() throws {
+        cluster = try PostgresCluster()
+    }
+
+    override func tearDown() {
+        cluster?.stop()
+        cluster = nil
+    }
+
+    private func workspace() throws -> URL {
+        let dir = URL(fileURLWithPath: "/tmp").appendingPathComponent("upscale-farm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Self.fixture, to: dir.appendingPathComponent("clip.mp4"))
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        return dir
+    }
+
+    private func start(_ arguments: [String], lease: Double = 2) throws -> (Process, Pipe) {
+        let p = Process()
+        p.executableURL = Self.binary
+        p.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["UPSCALE_LEASE_SECONDS"] = String(lease)
+        env["UPSCALE_QUEUE"] = cluster.url
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        return (p, out)
+    }
+
+    @discardableResult
+    private func run(_ arguments: [String]) throws -> String {
+        let (p, out) = try start(arguments)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        XCTAssertEqual(p.terminationStatus, 0, "\(arguments): \(text)")
+        return text
+    }
+
+    private func finish(_ p: (Process, Pipe)) -> String {
+        let data = p.1.fileHandleForReading.readDataToEndOfFile()
+        p.0.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The one-pass reference: the same settings, never chunked.
+    private func reference(_ dir: URL) throws -> URL {
+        let out = dir.appendingPathComponent("single.mkv")
+        try run([dir.appendingPathComponent("clip.mp4").path, "-o", out.path, "--chunk-seconds", "0"] + Self.exact)
+        return out
+    }
+
+    private func assertSamePictures(_ a: URL, _ b: URL, file: StaticString = #filePath, line: UInt = #line) throws {
+        let x = try VideoFrameReader(path: a.path), y = try VideoFrameReader(path: b.path)
+        var n = 0
+        while let p = try x.next() {
+            let q = try XCTUnwrap(try y.next(), file: file, line: line)
+            XCTAssertEqual(p.pts, q.pts, file: file, line: line)
+            for i in 0..<3 {
+                XCTAssertEqual(memcmp(p.frame.planes[i].base, q.frame.planes[i].base, p.frame.planes[i].stride * p.frame.planes[i].height), 0,
+                               "frame \(n) plane \(i)", file: file, line: line)
+            }
+            n += 1
+        }
+        XCTAssertNil(try y.next(), file: file, line: line)
+        XCTAssertEqual(n, 60, file: file, line: line)
+    }
+
+    private func queue() throws -> PostgresQueue { try PostgresQueue(address: try QueueAddress(cluster.url)) }
+
+    /// Two workers; one is killed with SIGKILL while it holds a chunk. The other rescues the
+    /// chunk when its lease runs out and finishes the job; the output is the one-pass output.
+    func testKilledWorkersChunkIsRedoneByAnotherAndTheOutputIsExact() throws {
+        let dir = try workspace()
+        let single = try reference(dir)
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "1"] + Self.exact)
+        let q = try queue()
+        let victim = try start(["worker", "--once", "--name", "victim"])
+        // Wait until the victim holds a chunk, then kill it.
+        let deadline = Date().addingTimeInterval(60)
+        while try q.list().first?.machines.contains("victim") != true {
+            XCTAssertTrue(victim.0.isRunning)
+            if Date() > deadline { XCTFail("victim never claimed"); return }
+            usleep(20_000)
+        }
+        kill(victim.0.processIdentifier, SIGKILL)
+        victim.0.waitUntilExit()
+        let survivor = finish(try start(["worker", "--once", "--name", "survivor"]))
+        XCTAssertTrue(survivor.contains(" rescued") && !survivor.contains(" 0 rescued"), survivor)
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "done", survivor)
+        XCTAssertEqual(job.chunksDone, job.chunks)
+        try assertSamePictures(single, URL(fileURLWithPath: job.output))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ChunkedJob.workFolder(for: job.output)), "work folder removed")
+        print("survivor: \(survivor.split(separator: "\n").last ?? "")")
+    }
+
+    /// PostgreSQL restarted (immediate mode) while a worker encodes: the worker reconnects and
+    /// the job completes with the exact output.
+    func testWorkerSurvivesAServerRestart() throws {
+        let dir = try workspace()
+        let single = try reference(dir)
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "1"] + Self.exact)
+        let q = try queue()
+        let worker = try start(["worker", "--once"], lease: 30)
+        let deadline = Date().addingTimeInterval(60)
+        while try (q.list().first?.chunksDone ?? 0) < 1 {
+            if Date() > deadline { XCTFail("no chunk done"); return }
+            usleep(20_000)
+        }
+        try cluster.restartImmediately()
+        let text = finish(worker)
+        XCTAssertEqual(worker.0.terminationStatus, 0, text)
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "done", text)
+        try assertSamePictures(single, URL(fileURLWithPath: job.output))
+    }
+
+    /// Paths as the submitting machine saw them; the worker's machine mounts them elsewhere.
+    func testMapRewritesPathsForTheWorkersMachine() throws {
+        let dir = try workspace()
+        let seen = URL(fileURLWithPath: "/tmp/upscale-nas-\(UUID().uuidString)")
+        try FileManager.default.createSymbolicLink(at: seen, withDestinationURL: dir)
+        try run(["submit", seen.appendingPathComponent("clip.mp4").path, "-o", seen.appendingPathComponent("out").path,
+                 "--chunk-seconds", "2"] + Self.exact)
+        try FileManager.default.removeItem(at: seen) // this "machine" has no such path
+        let text = try run(["worker", "--once", "--map", "\(seen.path)=\(dir.path)"])
+        let job = try XCTUnwrap(try queue().list().first)
+        XCTAssertEqual(job.state, "done", text)
+        XCTAssertEqual(job.output, seen.appendingPathComponent("out/clip Upscaled.mkv").path)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("out/clip Upscaled.mkv").path, stream: 0).count, 60)
+        let listing = try run(["queue", "list"])
+        XCTAssertTrue(listing.contains("done"), listing)
+    }
+}
