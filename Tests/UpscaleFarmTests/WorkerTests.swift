@@ -119,6 +119,36 @@ final class WorkerTests: XCTestCase {
         print("survivor: \(survivor.split(separator: "\n").last ?? "")")
     }
 
+    /// A worker frozen (`kill -STOP`) past its lease: its chunk goes to another worker; when it
+    /// is thawed (`kill -CONT`) it finds its token gone and throws its chunk away. The output is exact.
+    func testWorkerStoppedPastItsLeaseDiscardsItsChunk() throws {
+        let dir = try workspace()
+        let single = try reference(dir)
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "1"] + Self.exact)
+        let q = try queue()
+        let sleeper = try start(["worker", "--once", "--name", "sleeper"])
+        let deadline = Date().addingTimeInterval(60)
+        while try q.list().first?.machines.contains("sleeper") != true {
+            if Date() > deadline { XCTFail("sleeper never claimed"); return }
+            usleep(20_000)
+        }
+        kill(sleeper.0.processIdentifier, SIGSTOP)
+        let other = try start(["worker", "--once", "--name", "other"])
+        // The other worker takes the sleeper's chunk over once its 2 s lease has run out.
+        while try q.list().first?.machines.contains("sleeper") == true {
+            if Date() > deadline { XCTFail("never rescued"); break }
+            usleep(50_000)
+        }
+        kill(sleeper.0.processIdentifier, SIGCONT)
+        let sleeperText = finish(sleeper), otherText = finish(other)
+        XCTAssertTrue(sleeperText.contains("1 discarded"), sleeperText)
+        XCTAssertTrue(otherText.contains("1 rescued"), otherText)
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "done")
+        try assertSamePictures(single, URL(fileURLWithPath: job.output))
+    }
+
     /// PostgreSQL restarted (immediate mode) while a worker encodes: the worker reconnects and
     /// the job completes with the exact output.
     func testWorkerSurvivesAServerRestart() throws {
