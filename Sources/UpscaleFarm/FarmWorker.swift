@@ -150,7 +150,7 @@ public final class FarmWorker: @unchecked Sendable {
                 return
             }
             let path = (work as NSString).appendingPathComponent(String(format: "chunk-%05d.", task.index) + task.token.prefix(8) + ".chunk")
-            job.chunk = ChunkTask(range: task.range, path: path)
+            job.chunk = ChunkTask(range: task.range, path: path, keyframeInterval: record.longestChunk)
             logger.notice("\(owner): \(what)")
             let summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
             if beat.lost {

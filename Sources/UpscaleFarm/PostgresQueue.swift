@@ -34,6 +34,8 @@ public struct FarmJob: Sendable, Codable, Equatable {
     public let machines: [String]
     /// Frames per second over its finished chunks (their encode time), nil before the first.
     public let fps: Double?
+    /// Frames of its longest chunk (every chunk's keyframe interval).
+    public let longestChunk: Int
 }
 
 /// The shared job queue in PostgreSQL (vapor/postgres-nio). Every call is one statement or
@@ -388,20 +390,21 @@ public final class PostgresQueue: @unchecked Sendable {
                     count(*) FILTER (WHERE t.state = 'running'),
                     coalesce(sum(CASE WHEN t.idx < 0 THEN 0 WHEN t.state = 'done' THEN t.frames WHEN t.state = 'running' THEN t.frames_done ELSE 0 END), 0),
                     coalesce(string_agg(DISTINCT t.owner, ',') FILTER (WHERE t.state = 'running'), ''),
-                    sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0)
+                    sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0),
+                    coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1)
                 FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
                 """
             query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
             query.binds = filter.binds
             return try run(c, query).rows.map { row in
-                let (id, input, output, settings, state, priority, error, chunks, frames, done, running, framesDone, machines, fps) =
-                    try row.decode((Int64, String, String, String, String, Int, String?, Int, Int, Int64, Int64, Int64, String, Double?).self)
+                let (id, input, output, settings, state, priority, error, chunks, frames, done, running, framesDone, machines, fps, longest) =
+                    try row.decode((Int64, String, String, String, String, Int, String?, Int, Int, Int64, Int64, Int64, String, Double?, Int).self)
                 return FarmJob(id: id, input: input, output: output,
                                settings: (try? JSONDecoder().decode([String].self, from: Data(settings.utf8))) ?? [],
                                state: state, priority: priority, error: error, chunks: chunks, frames: frames,
                                chunksDone: Int(done), chunksRunning: Int(running), framesDone: Int(framesDone),
                                machines: machines.split(separator: ",").map { String($0.split(separator: "/").first ?? $0) }.sorted(),
-                               fps: fps)
+                               fps: fps, longestChunk: longest)
             }
         }
     }

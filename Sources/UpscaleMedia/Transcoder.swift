@@ -95,6 +95,8 @@ public final class Transcoder {
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4),
                                        deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil)
         let chunk = job.chunk
+        var settings = job.encoder
+        if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
         let file = chunk == nil ? try OutputFile(finalPath: job.output, muxer: job.muxer) : nil
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
@@ -109,7 +111,7 @@ public final class Transcoder {
         for name in job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil) {
             do {
                 encoder = try VideoEncoder(
-                    settings: job.encoder, width: job.width, height: job.height,
+                    settings: settings, width: job.width, height: job.height,
                     timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
                     // Chunks carry their parameter sets out of band, as the joined file will.
                     globalHeader: file?.needsGlobalHeader ?? true,

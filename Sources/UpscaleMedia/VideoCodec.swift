@@ -59,6 +59,9 @@ public struct EncoderSettings: Sendable, Equatable {
     /// For HEVC: a named FFmpeg encoder, or nil for `auto` (a hardware encoder that opens, else libx265;
     /// see `encoderCandidates`).
     public var hevcEncoder: String?
+    /// Most frames between keyframes; nil keeps the encoder's default (x265: 250). Chunks set it
+    /// (see `ChunkTask.keyframeInterval`).
+    public var keyframeInterval: Int?
 
     public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil, hevcEncoder: String? = nil) {
         self.codec = codec

@@ -91,10 +91,12 @@ final class VideoEncoder {
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
             var params = "log-level=error"
             if let threads = settings.threads { params += ":pools=\(threads)" }
+            if let k = settings.keyframeInterval { params += ":keyint=\(max(k, 1))" }
             if let hdr { params += ":hdr10=1:" + hdr.x265Parameters }
             av_opt_set(priv, "x265-params", params, 0)
         case .h264:
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            if let k = settings.keyframeInterval { ctx.pointee.gop_size = Int32(max(k, 1)) }
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         case .prores:
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV422P10LE

@@ -206,6 +206,7 @@ public final class ChunkedJob {
         let meter = ChunkMeter(done: doneFrames, total: all.reduce(0) { $0 + $1.range.frames },
                                started: started, progress: progress)
 
+        let longest = all.map(\.range.frames).max() ?? 1
         // Encode the rest, `workers` at a time, each with its share of the threads.
         let failure = FirstError()
         let stop = CancellationFlag()
@@ -232,7 +233,7 @@ public final class ChunkedJob {
                         part.threads = share
                         part.encoder.threads = share
                     }
-                    part.chunk = ChunkTask(range: range, path: chunkPath(range.index))
+                    part.chunk = ChunkTask(range: range, path: chunkPath(range.index), keyframeInterval: longest)
                     do {
                         let summary = try Transcoder(job: part, logger: logger).run(cancel: stop) { p in
                             meter.update(worker: worker, frames: p.framesDone)

@@ -11,7 +11,8 @@ final class ChunkTests: XCTestCase {
         var paths: [String] = []
         for range in plan.chunks {
             var part = job
-            part.chunk = ChunkTask(range: range, path: work.appendingPathComponent("chunk-\(range.index).chunk").path)
+            part.chunk = ChunkTask(range: range, path: work.appendingPathComponent("chunk-\(range.index).chunk").path,
+                                   keyframeInterval: plan.chunks.map(\.frames).max()!)
             let summary = try Transcoder(job: part).run()
             XCTAssertEqual(summary.frames, range.frames, "chunk \(range.index)")
             paths.append(part.chunk!.path)

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import UpscaleCore
+import UpscaleImages
+import UpscaleMedia
+
+/// Chunked against one pass, the same command otherwise: wall, CPU, output bytes, and the
+/// chunked output's PSNR against the one-pass output (luma, over every frame; infinite when
+/// identical), with one chunk worker and with two (`--jobs 2`).
+struct ChunkBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chunks",
+        abstract: "Chunked vs one-pass runs of the upscale command (real-photo pans and the street clip): wall, CPU, bytes, PSNR.")
+
+    @Flag(help: "Skip the 4K→7680 case.") var small = false
+    @Flag(help: "Only a 40 s 720p pan (keyframe every 2 s) in the default 10 s chunks, one worker: the bytes case.") var long = false
+
+    func run() throws {
+        guard ChildRun.available("ffmpeg") else {
+            print("chunks skipped: the ffmpeg command is not installed (apt-get install ffmpeg); it makes the test clips")
+            return
+        }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-chunks-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        // Keyframes every second, chunks of 2 s (the default is 10 s: on these short clips that
+        // would be one piece). The 4K pan: 16 frames, keyframe every 8, chunks of 8 frames.
+        var cases: [(String, String, Int, String, Double)] = [
+            ("street 768x576 → 2x, medium CRF 20", try street(work: work), 1536, "medium", 2),
+            ("pan 1280x720 → 2560, 300 frames, ultrafast CRF 28", try pan(work: work, name: "pan720", size: (1280, 720), frames: 300, step: 4, gop: 30), 2560, "ultrafast", 2),
+        ]
+        if long {
+            cases = [("pan 1280x720 → 2560, 1200 frames (40 s), medium CRF 20, 10 s chunks",
+                      try pan(work: work, name: "pan720long", size: (1280, 720), frames: 1200, step: 2, gop: 60), 2560, "medium", 10)]
+        } else if !small {
+            cases.append(("pan 3840x2160 → 7680, 16 frames, medium CRF 20", try pan(work: work, name: "pan4k", size: (3840, 2160), frames: 16, step: 24, gop: 8), 7680, "medium", 8.0 / 30))
+        }
+        print("| case | run | wall s | CPU s | bytes | wall vs one pass | bytes vs one pass | PSNR vs one pass (luma, min / mean) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for (label, clip, width, preset, seconds) in cases {
+            let base = [clip, "--width", "\(width)", "--preset", preset, "--crf", preset == "ultrafast" ? "28" : "20", "--overwrite", "--quiet"]
+            var runs: [(String, [String])] = [
+                ("one pass", ["--chunk-seconds", "0"]),
+                ("chunks, 1 worker", ["--chunk-seconds", String(seconds)]),
+                ("chunks, --jobs 2", ["--chunk-seconds", String(seconds), "--jobs", "2"]),
+            ]
+            if long { runs.removeLast() }
+            var reference: (wall: Double, bytes: Int, path: String)?
+            for (name, extra) in runs {
+                let out = work + "/\(name.filter(\.isLetter)).mp4"
+                let r = try ChildRun.run(upscaleBinary(), base + extra + ["--output", out])
+                guard r.status == 0 else { throw ValidationError("\(name) failed (\(r.status))") }
+                let bytes = (try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0
+                var psnr = "—"
+                if let ref = reference {
+                    let (low, mean) = try lumaPSNR(ref.path, out)
+                    psnr = String(format: "%.1f / %.1f dB", low, mean)
+                }
+                let ratios = reference.map { String(format: "%.3f | %.4f", r.seconds / $0.wall, Double(bytes) / Double($0.bytes)) } ?? "— | —"
+                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %d", r.seconds, r.user + r.system, bytes) + " | \(ratios) | \(psnr) |")
+                if reference == nil { reference = (r.seconds, bytes, out) }
+            }
+        }
+    }
+
+    private func lumaPSNR(_ a: String, _ b: String) throws -> (Double, Double) {
+        let x = try VideoFrameReader(path: a), y = try VideoFrameReader(path: b)
+        var low = Double.infinity, sum = 0.0, n = 0
+        while let p = try x.next() {
+            guard let q = try y.next() else { throw ValidationError("'\(b)' has fewer frames than '\(a)'") }
+            let v = ImageMetrics.psnr(p.frame.planes[0], q.frame.planes[0])
+            low = min(low, v)
+            sum += v.isFinite ? v : 99
+            n += 1
+        }
+        return (low, sum / Double(max(n, 1)))
+    }
+
+    /// The demo clip with a keyframe every second (the committed one has a single keyframe).
+    private func street(work: String) throws -> String {
+        let clip = work + "/street-gop10.mp4"
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Samples/street.mp4").path
+        let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", source, "-c:v", "libx264", "-crf", "18",
+                                            "-g", "10", "-c:a", "copy", clip])
+        guard r.status == 0 else { throw ValidationError("re-encoding the street clip failed") }
+        return clip
+    }
+
+    private func pan(work: String, name: String, size: (Int, Int), frames: Int, step: Int, gop: Int) throws -> String {
+        let mosaic = work + "/\(name)-mosaic.jpg"
+        try ImagePlanes.writeMosaic(of: fixturePhotos(), width: size.0 + frames * step, height: size.1, to: mosaic)
+        let clip = work + "/\(name).mp4"
+        let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-i", mosaic,
+                                            "-vf", "crop=\(size.0):\(size.1):n*\(step):0,format=yuv420p", "-frames:v", "\(frames)",
+                                            "-c:v", "libx264", "-crf", "16", "-g", "\(gop)", clip])
+        guard r.status == 0 else { throw ValidationError("making the \(name) pan failed") }
+        return clip
+    }
+}
