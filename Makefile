@@ -10,19 +10,22 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAMPLE = Samples/street.mp4
 DEMO_OUT = out
 
-.PHONY: all deps test-deps build debug test demo install bench clean
-
-all: build
-
-deps:
-	@command -v $(SWIFT) >/dev/null || { echo "error: Swift 6 is not installed; get the Linux toolchain from swift.org and put it on PATH"; exit 1; }
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# Installs the Debian packages of $(1) that are not installed yet.
+install_missing = missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+
+.PHONY: all deps test-deps build debug test demo install bench clean
+
+all: build
+
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "error: Swift 6 is not installed; get the Linux toolchain from swift.org and put it on PATH"; exit 1; }
+	@$(call install_missing,$(DEB_PACKAGES))
 
 build: deps
 	$(SWIFT) build -c release
@@ -31,13 +34,7 @@ debug: deps
 	$(SWIFT) build
 
 test-deps:
-	@missing=""; for p in $(TEST_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing for the tests:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@$(call install_missing,$(TEST_PACKAGES))
 
 test: deps test-deps
 	$(SWIFT) test --disable-swift-testing

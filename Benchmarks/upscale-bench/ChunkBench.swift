@@ -27,13 +27,13 @@ struct ChunkBench: ParsableCommand {
         // would be one piece). The 4K pan: 16 frames, keyframe every 8, chunks of 8 frames.
         var cases: [(String, String, Int, String, Double)] = [
             ("street 768x576 → 2x, medium CRF 20", try street(work: work), 1536, "medium", 2),
-            ("pan 1280x720 → 2560, 300 frames, ultrafast CRF 28", try pan(work: work, name: "pan720", size: (1280, 720), frames: 300, step: 4, gop: 30), 2560, "ultrafast", 2),
+            ("pan 1280x720 → 2560, 300 frames, ultrafast CRF 28", try makePan(work: work, name: "pan720", size: (1280, 720), frames: 300, step: 4, gop: 30), 2560, "ultrafast", 2),
         ]
         if long {
             cases = [("pan 1280x720 → 2560, 1200 frames (40 s), medium CRF 20, 10 s chunks",
-                      try pan(work: work, name: "pan720long", size: (1280, 720), frames: 1200, step: 2, gop: 60), 2560, "medium", 10)]
+                      try makePan(work: work, name: "pan720long", size: (1280, 720), frames: 1200, step: 2, gop: 60), 2560, "medium", 10)]
         } else if !small {
-            cases.append(("pan 3840x2160 → 7680, 16 frames, medium CRF 20", try pan(work: work, name: "pan4k", size: (3840, 2160), frames: 16, step: 24, gop: 8), 7680, "medium", 8.0 / 30))
+            cases.append(("pan 3840x2160 → 7680, 16 frames, medium CRF 20", try makePan(work: work, name: "pan4k", size: (3840, 2160), frames: 16, step: 24, gop: 8), 7680, "medium", 8.0 / 30))
         }
         print("| case | run | wall s | CPU s | bytes | wall vs one pass | bytes vs one pass | PSNR vs one pass (luma, min / mean) |")
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -84,17 +84,6 @@ struct ChunkBench: ParsableCommand {
         let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", source, "-c:v", "libx264", "-crf", "18",
                                             "-g", "10", "-c:a", "copy", clip])
         guard r.status == 0 else { throw ValidationError("re-encoding the street clip failed") }
-        return clip
-    }
-
-    private func pan(work: String, name: String, size: (Int, Int), frames: Int, step: Int, gop: Int) throws -> String {
-        let mosaic = work + "/\(name)-mosaic.jpg"
-        try ImagePlanes.writeMosaic(of: fixturePhotos(), width: size.0 + frames * step, height: size.1, to: mosaic)
-        let clip = work + "/\(name).mp4"
-        let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-i", mosaic,
-                                            "-vf", "crop=\(size.0):\(size.1):n*\(step):0,format=yuv420p", "-frames:v", "\(frames)",
-                                            "-c:v", "libx264", "-crf", "16", "-g", "\(gop)", clip])
-        guard r.status == 0 else { throw ValidationError("making the \(name) pan failed") }
         return clip
     }
 }

@@ -22,9 +22,9 @@ struct PanBench: ParsableCommand {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-pan-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let pan720 = try pan(work: work, name: "pan720", size: (1280, 720), frames: 60, step: 8)
+        let pan720 = try makePan(work: work, name: "pan720", size: (1280, 720), frames: 60, step: 8)
         var cases = [(pan720, 2560, "ultrafast", 28), (pan720, 2560, "medium", 20)]
-        if !small { cases.append((try pan(work: work, name: "pan4k", size: (3840, 2160), frames: 8, step: 24), 7680, "medium", 20)) }
+        if !small { cases.append((try makePan(work: work, name: "pan4k", size: (3840, 2160), frames: 8, step: 24), 7680, "medium", 20)) }
         print("| case | tool | wall s | CPU s | system s | peak RSS MB | wall / CPU / system / RSS vs ffmpeg |")
         print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
         for (clip, width, preset, crf) in cases {
@@ -57,17 +57,18 @@ struct PanBench: ParsableCommand {
             }
         }
     }
+}
 
-    /// A pan across a real-photo mosaic: `frames` frames of `size`, moving `step` pixels a
-    /// frame, H.264 CRF 16 (made with the ffmpeg command, as the peer needs it anyway).
-    private func pan(work: String, name: String, size: (Int, Int), frames: Int, step: Int) throws -> String {
-        let mosaic = work + "/\(name)-mosaic.jpg"
-        try ImagePlanes.writeMosaic(of: fixturePhotos(), width: size.0 + frames * step, height: size.1, to: mosaic)
-        let clip = work + "/\(name).mp4"
-        let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-i", mosaic,
-                                            "-vf", "crop=\(size.0):\(size.1):n*\(step):0,format=yuv420p", "-frames:v", "\(frames)",
-                                            "-c:v", "libx264", "-crf", "16", clip])
-        guard r.status == 0 else { throw ValidationError("making the \(name) pan failed") }
-        return clip
-    }
+/// A pan across a real-photo mosaic: `frames` frames of `size`, moving `step` pixels a
+/// frame, H.264 CRF 16 (made with the ffmpeg command, as the peer needs it anyway), a
+/// keyframe every `gop` frames when given.
+func makePan(work: String, name: String, size: (Int, Int), frames: Int, step: Int, gop: Int? = nil) throws -> String {
+    let mosaic = work + "/\(name)-mosaic.jpg"
+    try ImagePlanes.writeMosaic(of: fixturePhotos(), width: size.0 + frames * step, height: size.1, to: mosaic)
+    let clip = work + "/\(name).mp4"
+    let r = try ChildRun.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-i", mosaic,
+                                        "-vf", "crop=\(size.0):\(size.1):n*\(step):0,format=yuv420p", "-frames:v", "\(frames)",
+                                        "-c:v", "libx264", "-crf", "16"] + (gop.map { ["-g", "\($0)"] } ?? []) + [clip])
+    guard r.status == 0 else { throw ValidationError("making the \(name) pan failed") }
+    return clip
 }

@@ -45,17 +45,6 @@ struct EncodeOptions: ParsableArguments {
     @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
     var deinterlace = false
 
-    @Option(help: ArgumentHelp(
-        "Videos at least twice this long are encoded in chunks of about this many seconds, split at keyframes (default 10; 0: one piece).",
-        discussion: "Finished chunks are kept beside the output until the end, so an interrupted run continues where it was when run again."))
-    var chunkSeconds: Double = 10
-
-    @Option(help: "Chunks encoded at once, each with its share of the threads (default 1).")
-    var jobs: Int = 1
-
-    @Flag(inversion: .prefixedNo, help: "Continue an interrupted chunked run from its finished chunks (default on; --no-resume starts over).")
-    var resume = true
-
     @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic or jxl (default: the input's).")
     var format: String?
 
@@ -91,12 +80,6 @@ struct EncodeOptions: ParsableArguments {
         if let threads, !(1...256).contains(threads) {
             throw ValidationError("--threads must be between 1 and 256")
         }
-        if !(chunkSeconds >= 0 && chunkSeconds <= 3600) {
-            throw ValidationError("--chunk-seconds must be between 0 (one piece) and 3600")
-        }
-        if !(1...64).contains(jobs) {
-            throw ValidationError("--jobs must be between 1 and 64")
-        }
         if let format, StillImage.formats[format.lowercased()] == nil {
             throw ValidationError("--format must be one of jpg, png, webp, tiff, avif, heic, jxl")
         }
@@ -122,9 +105,6 @@ struct EncodeOptions: ParsableArguments {
         if kernel != .lanczos3 { add("kernel", kernel.rawValue) }
         if let refine { list.append(refine ? "--refine" : "--no-refine") }
         if deinterlace { list.append("--deinterlace") }
-        if chunkSeconds != 10 { add("chunk-seconds", chunkSeconds) }
-        if jobs != 1 { add("jobs", jobs) }
-        if !resume { list.append("--no-resume") }
         add("format", format)
         add("quality", quality)
         if strip { list.append("--strip") }
@@ -139,5 +119,19 @@ struct EncodeOptions: ParsableArguments {
             kernel: kernel, threads: threads, overwrite: overwrite,
             refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil,
             deinterlace: deinterlace)
+    }
+}
+
+/// How a long video is cut into chunks (the plain command and `submit`).
+struct ChunkOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Videos at least twice this long are encoded in chunks of about this many seconds, split at keyframes (default 10; 0: one piece).",
+        discussion: "Finished chunks are kept beside the output until the end, so an interrupted run continues where it was when run again."))
+    var chunkSeconds: Double = 10
+
+    func validate() throws {
+        if !(chunkSeconds >= 0 && chunkSeconds <= 3600) {
+            throw ValidationError("--chunk-seconds must be between 0 (one piece) and 3600")
+        }
     }
 }

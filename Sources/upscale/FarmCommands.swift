@@ -34,6 +34,7 @@ struct SubmitCommand: ParsableCommand {
 
     @Argument(help: "Video files to queue.") var inputs: [String]
     @OptionGroup var encode: EncodeOptions
+    @OptionGroup var chunking: ChunkOptions
     @OptionGroup var queue: QueueOption
     @Option(name: .shortAndLong, help: "Output folder (default: beside each input).") var output: String?
     @Option(help: "Higher runs first (default 0).") var priority = 0
@@ -50,7 +51,7 @@ struct SubmitCommand: ParsableCommand {
                 var options = encode.upscaleOptions(output: output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }, overwrite: overwrite)
                 options.uniqueName = false
                 let job = try JobPlanner.plan(input: path, options: options, multipleInputs: inputs.count > 1)
-                let seconds = encode.chunkSeconds > 0 ? encode.chunkSeconds : 1e9
+                let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
                 let plan = try ChunkPlan.make(path: path, chunkSeconds: seconds)
                 let settings = encode.arguments + (overwrite ? ["--overwrite"] : [])
                 let id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host)

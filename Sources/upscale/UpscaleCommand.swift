@@ -24,6 +24,13 @@ struct UpscaleCommand: ParsableCommand {
     var inputs: [String]
 
     @OptionGroup var encode: EncodeOptions
+    @OptionGroup var chunking: ChunkOptions
+
+    @Option(help: "Chunks encoded at once, each with its share of the threads (default 1).")
+    var jobs: Int = 1
+
+    @Flag(inversion: .prefixedNo, help: "Continue an interrupted chunked run from its finished chunks (default on; --no-resume starts over).")
+    var resume = true
 
     @Option(name: .shortAndLong, help: "Output file, or a folder (required to be a folder with several inputs).")
     var output: String?
@@ -52,6 +59,10 @@ struct UpscaleCommand: ParsableCommand {
     /// Set by the watch folder: when the output folder lacks the space the job may need,
     /// exit with `JobProcess.noSpaceStatus` before starting (the job waits) instead of a note.
     @Flag(help: .hidden) var waitForSpace = false
+
+    func validate() throws {
+        if !(1...64).contains(jobs) { throw ValidationError("--jobs must be between 1 and 64") }
+    }
 
     func run() throws {
         MediaLibrary.configure(verbose: verbose)
@@ -84,6 +95,8 @@ struct UpscaleCommand: ParsableCommand {
             if verbose { arguments.append("--verbose") }
             if quiet { arguments.append("--quiet") }
             if inputs.count > 1 { arguments.append("--child-batch") }
+            arguments += ["--chunk-seconds", String(chunking.chunkSeconds), "--jobs", String(jobs)]
+            if !resume { arguments.append("--no-resume") }
             arguments += ["--", input]
 
             let state = ChildState(title: URL(fileURLWithPath: input).lastPathComponent, console: console)
@@ -161,9 +174,9 @@ struct UpscaleCommand: ParsableCommand {
                 reporter.send(JobReport.progress(done: p.framesDone, total: p.framesTotal, elapsed: p.elapsed).line)
             }
             var summary: TranscodeSummary
-            if ChunkedJob.applies(to: job, chunkSeconds: encode.chunkSeconds),
-               let outcome = try ChunkedJob(job: job, chunkSeconds: encode.chunkSeconds, workers: encode.jobs, logger: logger)
-                .run(resume: encode.resume, cancel: cancel, progress: report) {
+            if ChunkedJob.applies(to: job, chunkSeconds: chunking.chunkSeconds),
+               let outcome = try ChunkedJob(job: job, chunkSeconds: chunking.chunkSeconds, workers: jobs, logger: logger)
+                .run(resume: resume, cancel: cancel, progress: report) {
                 summary = outcome.summary
             } else {
                 summary = try Transcoder(job: job, logger: logger).run(cancel: cancel, progress: report)

@@ -91,22 +91,30 @@ final class WorkerTests: XCTestCase {
 
     private func queue() throws -> PostgresQueue { try PostgresQueue(address: try QueueAddress(cluster.url)) }
 
+    /// Submits the test clip in chunks of `seconds` into `dir/out`.
+    private func submit(_ dir: URL, seconds: String = "1") throws {
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", seconds] + Self.exact)
+    }
+
+    /// Polls `condition` every 20 ms for up to a minute.
+    private func waitUntil(_ what: String, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(60)
+        while try !condition() {
+            guard Date() < deadline else { throw NSError(domain: "WorkerTests", code: 1, userInfo: [NSLocalizedDescriptionKey: "timed out: \(what)"]) }
+            usleep(20_000)
+        }
+    }
+
     /// Two workers; one is killed with SIGKILL while it holds a chunk. The other rescues the
     /// chunk when its lease runs out and finishes the job; the output is the one-pass output.
     func testKilledWorkersChunkIsRedoneByAnotherAndTheOutputIsExact() throws {
         let dir = try workspace()
         let single = try reference(dir)
-        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
-                 "--chunk-seconds", "1"] + Self.exact)
+        try submit(dir)
         let q = try queue()
         let victim = try start(["worker", "--once", "--name", "victim"])
-        // Wait until the victim holds a chunk, then kill it.
-        let deadline = Date().addingTimeInterval(60)
-        while try q.list().first?.machines.contains("victim") != true {
-            XCTAssertTrue(victim.0.isRunning)
-            if Date() > deadline { XCTFail("victim never claimed"); return }
-            usleep(20_000)
-        }
+        try waitUntil("the victim holds a chunk") { try q.list().first?.machines.contains("victim") == true }
         kill(victim.0.processIdentifier, SIGKILL)
         victim.0.waitUntilExit()
         let survivor = finish(try start(["worker", "--once", "--name", "survivor"]))
@@ -124,22 +132,14 @@ final class WorkerTests: XCTestCase {
     func testWorkerStoppedPastItsLeaseDiscardsItsChunk() throws {
         let dir = try workspace()
         let single = try reference(dir)
-        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
-                 "--chunk-seconds", "1"] + Self.exact)
+        try submit(dir)
         let q = try queue()
         let sleeper = try start(["worker", "--once", "--name", "sleeper"])
-        let deadline = Date().addingTimeInterval(60)
-        while try q.list().first?.machines.contains("sleeper") != true {
-            if Date() > deadline { XCTFail("sleeper never claimed"); return }
-            usleep(20_000)
-        }
+        try waitUntil("the sleeper holds a chunk") { try q.list().first?.machines.contains("sleeper") == true }
         kill(sleeper.0.processIdentifier, SIGSTOP)
         let other = try start(["worker", "--once", "--name", "other"])
         // The other worker takes the sleeper's chunk over once its 2 s lease has run out.
-        while try q.list().first?.machines.contains("sleeper") == true {
-            if Date() > deadline { XCTFail("never rescued"); break }
-            usleep(50_000)
-        }
+        try waitUntil("the sleeper's chunk is taken over") { try q.list().first?.machines.contains("sleeper") != true }
         kill(sleeper.0.processIdentifier, SIGCONT)
         let sleeperText = finish(sleeper), otherText = finish(other)
         XCTAssertTrue(sleeperText.contains("1 discarded"), sleeperText)
@@ -154,15 +154,10 @@ final class WorkerTests: XCTestCase {
     func testWorkerSurvivesAServerRestart() throws {
         let dir = try workspace()
         let single = try reference(dir)
-        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
-                 "--chunk-seconds", "1"] + Self.exact)
+        try submit(dir)
         let q = try queue()
         let worker = try start(["worker", "--once"], lease: 30)
-        let deadline = Date().addingTimeInterval(60)
-        while try (q.list().first?.chunksDone ?? 0) < 1 {
-            if Date() > deadline { XCTFail("no chunk done"); return }
-            usleep(20_000)
-        }
+        try waitUntil("a chunk is done") { try (q.list().first?.chunksDone ?? 0) >= 1 }
         try cluster.restartImmediately()
         let text = finish(worker)
         XCTAssertEqual(worker.0.terminationStatus, 0, text)
