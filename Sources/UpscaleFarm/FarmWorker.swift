@@ -112,6 +112,7 @@ public final class FarmWorker: @unchecked Sendable {
         guard let record = try queue.job(id: task.jobID) else { return }
         let input = map.apply(record.input), output = map.apply(record.output)
         let what = task.isJoin ? "join of job \(task.jobID)" : "chunk \(task.index + 1)/\(record.chunks) of job \(task.jobID)"
+        try? queue.reportWorker(name: owner, fps: nil, current: what)
         let flag = CancellationFlag()
         let beat = Heartbeat()
         let started = Date()

@@ -477,9 +477,30 @@ public final class PostgresQueue: @unchecked Sendable {
     public func reportWorker(name: String, fps: Double?, current: String?) throws {
         try with { c in
             try run(c, """
-                INSERT INTO upscale_workers (name, seen, fps, current) VALUES (\(name), now(), \(fps), \(current))
+                INSERT INTO upscale_workers (name, seen, fps, current) VALUES (\(name), now(), \(fps.map { Float($0) }), \(current))
                 ON CONFLICT (name) DO UPDATE SET seen = now(), fps = excluded.fps, current = excluded.current
                 """)
+        }
+    }
+
+    /// A worker slot as it last reported: what it runs, its fps, seconds since it was heard from.
+    public struct WorkerStatus: Sendable, Codable, Equatable {
+        public let name: String
+        public let current: String?
+        public let fps: Double?
+        public let secondsAgo: Double
+    }
+
+    /// Worker slots heard from in the last `within` seconds, most recent first.
+    public func workers(within: Double = 3600) throws -> [WorkerStatus] {
+        try with { c in
+            try run(c, """
+                SELECT name, current, fps, extract(epoch FROM now() - seen)::float8 FROM upscale_workers
+                WHERE seen > now() - make_interval(secs => \(within)) ORDER BY seen DESC
+                """).rows.map { row in
+                let (name, current, fps, ago) = try row.decode((String, String?, Double?, Double).self)
+                return WorkerStatus(name: name, current: current, fps: fps, secondsAgo: ago)
+            }
         }
     }
 

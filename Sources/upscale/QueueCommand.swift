@@ -142,10 +142,11 @@ enum SharedQueue {
             struct Listing: Encodable {
                 let paused: Bool
                 let jobs: [Row]
+                let workers: [PostgresQueue.WorkerStatus]
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(Listing(paused: paused, jobs: jobs.map { Row(job: $0, etaSeconds: eta($0)) })), as: UTF8.self))
+            print(String(decoding: try encoder.encode(Listing(paused: paused, jobs: jobs.map { Row(job: $0, etaSeconds: eta($0)) }, workers: try queue.workers())), as: UTF8.self))
             return
         }
         print(["id", "file", "state", "chunks done/running/queued", "progress", "fps", "ETA", "machines", "error"].joined(separator: "\t"))
@@ -159,5 +160,15 @@ enum SharedQueue {
         }
         let open = jobs.filter { ["queued", "running"].contains($0.state) }.count
         print("\(jobs.count) jobs, \(open) queued or running\(paused ? ", paused" : "")")
+        let workers = try queue.workers()
+        if !workers.isEmpty {
+            print("")
+            print(["worker", "working on", "fps", "last heard"].joined(separator: "\t"))
+            for w in workers {
+                // A slot not heard from for two heartbeats (30 s) is marked stale.
+                let heard = String(format: "%.0f s ago", w.secondsAgo) + (w.secondsAgo > 30 ? " (stale)" : "")
+                print([w.name, w.current ?? "-", w.fps.map { String(format: "%.1f", $0) } ?? "-", heard].joined(separator: "\t"))
+            }
+        }
     }
 }

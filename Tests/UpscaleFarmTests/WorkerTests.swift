@@ -180,6 +180,7 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(job.output, seen.appendingPathComponent("out/clip Upscaled.mkv").path)
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("out/clip Upscaled.mkv").path, stream: 0).count, 60)
         let listing = try run(["queue", "list"])
-        XCTAssertTrue(listing.contains("done"), listing)
+        XCTAssertTrue(listing.contains("\tdone\t\(job.chunks)/0/0\t100%"), listing)
+        XCTAssertTrue(listing.contains("working on"), listing)
     }
 }
