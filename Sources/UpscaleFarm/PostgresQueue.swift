@@ -137,7 +137,7 @@ public final class PostgresQueue: @unchecked Sendable {
     static func isConnectionProblem(_ error: Error) -> Bool {
         if let e = error as? PSQLError {
             switch e.code {
-            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .connectionQuiescing:
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown:
                 return true
             case .server:
                 // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up)

@@ -254,6 +254,17 @@ public final class SQLiteJobStore: JobStore {
         try locked { try db.query("SELECT value FROM meta WHERE key = ?", [key]).first?["value"]?.string }
     }
 
+    /// Every setting whose key starts with `prefix`.
+    public func settings(prefix: String) throws -> [String: String] {
+        try locked {
+            var result: [String: String] = [:]
+            for row in try db.query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", [prefix.count, prefix]) {
+                if let k = row["key"]?.string, let v = row["value"]?.string { result[k] = v }
+            }
+            return result
+        }
+    }
+
     public func setSetting(_ key: String, _ value: String) throws {
         try locked {
             try db.query("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [key, value])

@@ -74,10 +74,10 @@ public final class FolderLock {
 }
 
 /// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.
-enum SafeFiles {
+public enum SafeFiles {
     /// Renames `from` into `folder` under a free name (creating the folder), syncs both
     /// folders, and returns the new path. Same filesystem only: the file is never copied.
-    static func move(_ from: String, into folder: String) throws -> String {
+    public static func move(_ from: String, into folder: String) throws -> String {
         // Never create folders for a file that is not there (the watched folder may have vanished).
         guard FileManager.default.fileExists(atPath: from) else { throw WatchError("'\(from)' is gone") }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

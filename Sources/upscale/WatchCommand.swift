@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import UpscaleMedia
+import UpscaleFarm
 import UpscaleQueue
 
 /// `upscale watch DIR`: files dropped into DIR become jobs, each run in its own process.
@@ -16,6 +17,8 @@ struct WatchCommand: ParsableCommand {
 
     @Argument(help: "The folder to watch.") var folder: String
     @OptionGroup var encode: EncodeOptions
+    @OptionGroup var chunking: ChunkOptions
+    @OptionGroup var queue: QueueOption
     @Option(help: "Jobs run at once.") var jobs = 1
     @Flag(help: "Process what is there (and whatever arrives meanwhile), then exit: 0, or 1 if a job failed.") var once = false
     @Option(help: "Seconds a file's size and time must stay unchanged before it is taken.") var settle = 5.0
@@ -48,6 +51,9 @@ struct WatchCommand: ParsableCommand {
         } else {
             try store.setSetting("options", String(decoding: try JSONEncoder().encode(settings), as: UTF8.self))
         }
+        if queue.given != nil {
+            return try runShared(root: root, store: store, settings: settings)
+        }
         var config = WatchConfiguration(folder: root, settings: settings, executable: selfExecutable())
         config.jobs = jobs
         config.once = once
@@ -70,6 +76,28 @@ struct WatchCommand: ParsableCommand {
         say("watching '\(root.root)'\(once ? " (once)" : ""): \(jobs) job(s) at a time, settle \(settle) s")
         let watcher = Watcher(config: config, store: store, say: say)
         let status = try watcher.run(stop: stop)
+        if status != 0 { throw ExitCode(status) }
+    }
+}
+
+extension WatchCommand {
+    /// `watch DIR --queue URL`: files become jobs on the shared queue; workers anywhere run them.
+    func runShared(root: WatchFolder, store: SQLiteJobStore, settings: [String]) throws {
+        let shared = try queue.open()
+        let parsed = try EncodeOptions.parse(settings)
+        let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
+        let watcher = SharedWatcher(folder: root, store: store, queue: shared, settings: settings, settle: settle, say: say) { input, folder in
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            var options = parsed.upscaleOptions(output: folder, overwrite: false)
+            options.uniqueName = true
+            let job = try JobPlanner.plan(input: input, options: options, multipleInputs: true)
+            return (job.output, try ChunkPlan.make(path: input, chunkSeconds: seconds))
+        }
+        let stop = CancellationFlag()
+        let trap = SignalTrap { stop.cancel() }
+        defer { withExtendedLifetime(trap) {} }
+        say("watching '\(root.root)' for the shared queue \(shared.address)\(once ? " (once)" : ""), settle \(settle) s")
+        let status = try watcher.run(once: once, stop: stop)
         if status != 0 { throw ExitCode(status) }
     }
 }

@@ -183,4 +183,42 @@ final class WorkerTests: XCTestCase {
         XCTAssertTrue(listing.contains("\tdone\t\(job.chunks)/0/0\t100%"), listing)
         XCTAssertTrue(listing.contains("working on"), listing)
     }
+
+    /// Two workers and a watch folder on one queue: files dropped into the folder become jobs,
+    /// the workers share their chunks, outputs land in Upscaled/ and originals move to
+    /// Originals/ once their job is done; a file that is not a video stays where it is.
+    func testTwoWorkersAndAWatchFolderShareOneQueue() throws {
+        let dir = try workspace()
+        let inbox = dir.appendingPathComponent("Inbox")
+        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+        let workers = try ["left", "right"].map { try start(["worker", "--name", $0]) }
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("one.mp4"))
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("two.mp4"))
+        try "not a video".write(to: inbox.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
+        let watch = try run(["watch", inbox.path, "--once", "--settle", "0.5", "--chunk-seconds", "1"] + Self.exact)
+        for w in workers { kill(w.0.processIdentifier, SIGTERM) }
+        let texts = workers.map(finish)
+        XCTAssertTrue(watch.contains("submitted 'one.mp4'") && watch.contains("submitted 'two.mp4'"), watch)
+        XCTAssertTrue(watch.contains("skipped 'notes.txt'"), watch)
+        let jobs = try queue().list()
+        XCTAssertEqual(jobs.map(\.state), ["done", "done"], watch)
+        let outputs = try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Upscaled").path).sorted()
+        XCTAssertEqual(outputs, ["one Upscaled.mkv", "two Upscaled.mkv"])
+        for name in outputs {
+            XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/\(name)").path, stream: 0).count, 60)
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Originals").path).sorted(),
+                       ["one.mp4", "two.mp4"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("notes.txt").path))
+        // Every chunk and join ran exactly once across the two workers (each prints its counts).
+        let counts = texts.map { text -> (Int, Int) in
+            let line = text.split(separator: "\n").last { $0.contains(" chunks, ") } ?? ""
+            let numbers = line.split(separator: ":").last.map { $0.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) } } ?? []
+            return (numbers.first ?? -1, numbers.count > 1 ? numbers[1] : -1)
+        }
+        XCTAssertEqual(counts.map(\.0).reduce(0, +), jobs.map(\.chunks).reduce(0, +), "\(texts)")
+        XCTAssertEqual(counts.map(\.1).reduce(0, +), 2, "\(texts)")
+        print("chunks, joins per worker: \(counts)")
+        print("watch: \(watch.split(separator: "\n").count) lines")
+    }
 }

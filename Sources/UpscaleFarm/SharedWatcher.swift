@@ -1,0 +1,105 @@
+import Foundation
+import UpscaleMedia
+import UpscaleQueue
+
+/// `upscale watch DIR --queue URL`: files dropped into DIR (complete by the same rules as the
+/// local watch folder) are submitted to the shared queue once each, for any worker to run;
+/// outputs go to DIR/Upscaled, and once its job is done an original moves to DIR/Originals
+/// (failed: DIR/Failed with a .error.txt). What was submitted is remembered in the folder's
+/// store (`shared:<name>|<size>|<mtime>` → job id), so a restarted watcher never submits a
+/// file twice and picks up following its jobs where it was.
+public final class SharedWatcher {
+    public typealias Planner = (_ input: String, _ outputFolder: String) throws -> (output: String, plan: ChunkPlan)
+
+    private let folder: WatchFolder
+    private let store: SQLiteJobStore
+    private let queue: PostgresQueue
+    private let settings: [String]
+    private let settler: FileSettler
+    private let plan: Planner
+    private let say: (String) -> Void
+    private static let prefix = "shared:"
+
+    public init(folder: WatchFolder, store: SQLiteJobStore, queue: PostgresQueue, settings: [String], settle: Double,
+                say: @escaping (String) -> Void, plan: @escaping Planner) {
+        self.folder = folder
+        self.store = store
+        self.queue = queue
+        self.settings = settings
+        settler = FileSettler(settle: settle)
+        self.plan = plan
+        self.say = say
+    }
+
+    /// Runs until `stop`, or with `once` until every file there is submitted and its job ended.
+    /// Returns 1 when a job failed, else 0.
+    public func run(once: Bool, stop: CancellationFlag) throws -> Int32 {
+        var status: Int32 = 0
+        let network = isNetworkFilesystem(folder.root)
+        while !stop.isCancelled {
+            let files = scan()
+            let writers = OpenWriters.scan(under: folder.root)
+            var waiting = 0
+            for (path, stat) in files where try store.setting(key(path, stat)) == nil { waiting += 1 }
+            for path in settler.settled(files, now: Date().timeIntervalSince1970, network: network, openForWriting: writers) {
+                guard let stat = files[path] else { continue }
+                let key = key(path, stat)
+                if try store.setting(key) != nil { continue }
+                do {
+                    let (output, chunks) = try plan(path, folder.upscaled)
+                    let id = try queue.submit(input: path, output: output, settings: settings, plan: chunks, priority: 0,
+                                              host: FarmWorker.defaultName)
+                    try store.setSetting(key, "queued \(id)")
+                    say("submitted '\(URL(fileURLWithPath: path).lastPathComponent)' as job \(id) (\(chunks.chunks.count) chunks)")
+                } catch let error as UpscaleError where error.kind == .input {
+                    // Not a video we can read: left where it is, not looked at again until it changes.
+                    try store.setSetting(key, "skipped")
+                    say("skipped '\(URL(fileURLWithPath: path).lastPathComponent)': \(error.message)")
+                }
+            }
+            var open = 0
+            for (key, value) in try store.settings(prefix: Self.prefix) where value.hasPrefix("queued ") {
+                guard let id = Int64(value.dropFirst(7)), let job = try queue.job(id: id) else { continue }
+                let name = String(key.dropFirst(Self.prefix.count).split(separator: "|").first ?? "")
+                let original = folder.path(name)
+                switch job.state {
+                case "done":
+                    if FileManager.default.fileExists(atPath: original) { _ = try SafeFiles.move(original, into: folder.originals) }
+                    try store.setSetting(key, "done \(id)")
+                    say("done: '\(name)' → '\(job.output)'")
+                case "failed":
+                    if FileManager.default.fileExists(atPath: original) {
+                        let moved = try SafeFiles.move(original, into: folder.failed)
+                        try? ((job.error ?? "failed") + "\n").write(toFile: moved + ".error.txt", atomically: true, encoding: .utf8)
+                    }
+                    try store.setSetting(key, "failed \(id)")
+                    say("failed: '\(name)': \(job.error?.split(separator: "\n").first ?? "")")
+                    status = 1
+                case "cancelled":
+                    try store.setSetting(key, "cancelled \(id)")
+                default:
+                    open += 1
+                }
+            }
+            if once && open == 0 && waiting == 0 { break }
+            Thread.sleep(forTimeInterval: 1)
+        }
+        return status
+    }
+
+    private func key(_ path: String, _ stat: (size: Int64, modified: Double)) -> String {
+        Self.prefix + "\(URL(fileURLWithPath: path).lastPathComponent)|\(stat.size)|\(stat.modified)"
+    }
+
+    /// Regular, non-hidden files directly in the folder (its own sub-folders excluded).
+    private func scan() -> [String: (size: Int64, modified: Double)] {
+        var files: [String: (size: Int64, modified: Double)] = [:]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.root)) ?? [] where !name.hasPrefix(".") {
+            let path = folder.path(name)
+            var st = stat()
+            guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            files[path] = (Int64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+        }
+        return files
+    }
+}
