@@ -12,8 +12,8 @@ public final class FarmWorker: @unchecked Sendable {
     /// Lease on a task; heartbeats renew it every `lease / 4`, the rescuer requeues tasks
     /// whose lease ran out. 60 s: a worker paused or cut off for a minute loses its task.
     public static let defaultLease = 60.0
-    /// Idle workers poll this often when no NOTIFY arrives.
-    public static let idlePoll = 5.0
+    /// Idle workers poll this often when no NOTIFY arrives (UPSCALE_IDLE_POLL_SECONDS for tests).
+    public static let idlePoll = ProcessInfo.processInfo.environment["UPSCALE_IDLE_POLL_SECONDS"].flatMap(Double.init) ?? 5.0
 
     public struct Stats: Sendable {
         public var chunks = 0

@@ -59,6 +59,7 @@ public final class PostgresQueue: @unchecked Sendable {
     private let lock = NSLock()
     private var connection: PostgresConnection?
     private var listener: (() -> Void)?
+    private var everConnected = false
     private static let ids = IDCounter()
 
     public init(address: QueueAddress, logger: Logger = Logger(label: "upscale.queue")) throws {
@@ -79,7 +80,9 @@ public final class PostgresQueue: @unchecked Sendable {
         if let connection, !connection.isClosed { return connection }
         let tls: PostgresConnection.Configuration.TLS
         if address.requireTLS {
-            tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            var config = TLSConfiguration.makeClientConfiguration()
+            if !address.verifyCertificate { config.certificateVerification = .none }
+            tls = .require(try NIOSSLContext(configuration: config))
         } else {
             tls = .disable
         }
@@ -88,6 +91,7 @@ public final class PostgresQueue: @unchecked Sendable {
         let made = try PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.any(), configuration: config,
                                                   id: Self.ids.next(), logger: logger).wait()
         connection = made
+        everConnected = true
         if let listener {
             made.addListener(channel: Self.channel) { _, _ in listener() }
             _ = try made.query("LISTEN \(unescaped: Self.channel)", logger: logger).wait()
@@ -99,7 +103,8 @@ public final class PostgresQueue: @unchecked Sendable {
     func with<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
-        let deadline = Date().addingTimeInterval(reconnectFor)
+        // Reconnecting is for a server lost mid-run; a queue that was never reached fails at once.
+        let deadline = Date().addingTimeInterval(everConnected ? reconnectFor : 0)
         var delay = 0.2
         while true {
             do {
@@ -134,7 +139,16 @@ public final class PostgresQueue: @unchecked Sendable {
         try c.query(query, logger: logger).wait()
     }
 
+    /// A TLS failure (the server's certificate refused, no TLS on the server): not retried.
+    static func tlsProblem(_ error: Error) -> Error? {
+        let inner = (error as? PSQLError)?.underlying ?? error
+        if inner is NIOSSLError || inner is BoringSSLError || inner is NIOSSLExtraError { return inner }
+        if let e = error as? PSQLError, e.code == .sslUnsupported { return e }
+        return nil
+    }
+
     static func isConnectionProblem(_ error: Error) -> Bool {
+        if tlsProblem(error) != nil { return false }
         if let e = error as? PSQLError {
             switch e.code {
             case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown:
@@ -151,6 +165,12 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     static func explain(_ error: Error, _ address: QueueAddress) -> Error {
+        if let tls = tlsProblem(error) {
+            if (tls as? PSQLError)?.code == .sslUnsupported {
+                return FarmError("the queue at \(address) does not accept TLS connections; enable ssl on the server or leave sslmode out")
+            }
+            return FarmError("TLS with the queue at \(address) failed (\(tls)); with sslmode=verify-full the server's certificate must be signed by a CA this machine trusts and name the host — sslmode=require encrypts without checking it")
+        }
         if let e = error as? PSQLError {
             if let message = e.serverInfo?[.message] { return FarmError("the queue at \(address) says: \(message)") }
             if isConnectionProblem(e) { return FarmError("cannot reach the queue at \(address); is PostgreSQL running there and reachable from this machine?") }
@@ -501,6 +521,13 @@ public final class PostgresQueue: @unchecked Sendable {
                 let (name, current, fps, ago) = try row.decode((String, String?, Double?, Double).self)
                 return WorkerStatus(name: name, current: current, fps: fps, secondsAgo: ago)
             }
+        }
+    }
+
+    /// Whether this connection is encrypted (the server's own view, pg_stat_ssl).
+    public func usesTLS() throws -> Bool {
+        try with { c in
+            try run(c, "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)").rows.first!.decode(Bool.self)
         }
     }
 

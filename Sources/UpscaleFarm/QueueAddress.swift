@@ -1,6 +1,8 @@
 import Foundation
 
 /// `postgres://user@host:port/database?sslmode=require`: where the shared queue lives.
+/// `sslmode` as libpq reads it: `disable` (default), `require` (TLS, the server's certificate
+/// not checked), `verify-full` (TLS, certificate checked against the system's CAs and the host).
 /// The password never comes from the command line: `PGPASSWORD`, then `~/.pgpass`
 /// (`host:port:database:user:password`, `*` matching anything), as libpq does.
 public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
@@ -9,9 +11,13 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
     public var user: String
     public var database: String
     public var requireTLS: Bool
+    /// With TLS: check the server's certificate (`verify-full`).
+    public var verifyCertificate: Bool
     public var password: String?
 
-    public var description: String { "postgres://\(user)@\(host):\(port)/\(database)\(requireTLS ? "?sslmode=require" : "")" }
+    public var description: String {
+        "postgres://\(user)@\(host):\(port)/\(database)" + (requireTLS ? "?sslmode=\(verifyCertificate ? "verify-full" : "require")" : "")
+    }
 
     public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""),
@@ -27,10 +33,11 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
         let path = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
         database = path.isEmpty ? user : path
         let mode = url.queryItems?.first { $0.name == "sslmode" }?.value ?? "disable"
-        guard ["disable", "require"].contains(mode) else {
-            throw FarmError("sslmode '\(mode)' is not supported; use sslmode=require or leave it out")
+        guard ["disable", "require", "verify-full"].contains(mode) else {
+            throw FarmError("sslmode '\(mode)' is not supported; use sslmode=require, sslmode=verify-full or leave it out")
         }
-        requireTLS = mode == "require"
+        requireTLS = mode != "disable"
+        verifyCertificate = mode == "verify-full"
         password = environment["PGPASSWORD"] ?? Self.passfile(environment: environment, host: host, port: port, database: database, user: user)
     }
 

@@ -44,6 +44,7 @@ struct WatchCommand: ParsableCommand {
         defer { withExtendedLifetime(lock) {} }
         let store = try root.openStore(create: true)
         var settings = encode.arguments
+            + (chunking.chunkSeconds != 10 ? ["--chunk-seconds", String(chunking.chunkSeconds)] : [])
         if settings.isEmpty, let saved = try store.setting("options"),
            let remembered = try? JSONDecoder().decode([String].self, from: Data(saved.utf8)) {
             settings = remembered
@@ -82,8 +83,14 @@ struct WatchCommand: ParsableCommand {
 
 extension WatchCommand {
     /// `watch DIR --queue URL`: files become jobs on the shared queue; workers anywhere run them.
-    func runShared(root: WatchFolder, store: SQLiteJobStore, settings: [String]) throws {
+    func runShared(root: WatchFolder, store: SQLiteJobStore, settings all: [String]) throws {
         let shared = try queue.open()
+        // Chunk length is decided here, at submission; workers get the encode options only.
+        var settings: [String] = []
+        var rest = all[...]
+        while let first = rest.popFirst() {
+            if first == "--chunk-seconds" { _ = rest.popFirst() } else { settings.append(first) }
+        }
         let parsed = try EncodeOptions.parse(settings)
         let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
         let watcher = SharedWatcher(folder: root, store: store, queue: shared, settings: settings, settle: settle, say: say) { input, folder in

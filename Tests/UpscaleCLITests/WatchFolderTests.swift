@@ -177,6 +177,29 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(job.settings, ["--width", "960", "--preset", "slower", "--no-refine"])
     }
 
+    /// A long video runs in chunks under the watch folder too: a watcher killed with SIGKILL
+    /// mid-job loses only the chunk in flight; the next run resumes from the kept chunks.
+    func testKilledWatcherResumesAChunkedJob() throws {
+        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
+        let options = ["--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"]
+        let watcher = try background(["watch", inbox.path] + options)
+        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
+        try waitFor("two chunks") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).filter { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }.count >= 2
+        }
+        kill(watcher.processIdentifier, SIGKILL)
+        watcher.waitUntilExit()
+        let run = try watchOnce([])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["long Upscaled.mkv"])
+        XCTAssertEqual(files("Originals"), ["long.mp4"])
+        XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/long Upscaled.mkv").path, stream: 0).count, 60)
+        let logs = try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent(".upscale/logs").path)
+        let text = try logs.map { try String(contentsOfFile: inbox.appendingPathComponent(".upscale/logs/\($0)").path, encoding: .utf8) }.joined()
+        XCTAssertTrue(text.contains("resuming: "), text)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+    }
+
     func testSigtermRequeuesTheRunningJobAndASecondWatcherIsRefused() throws {
         try drop(Self.clip, as: "a.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])

@@ -13,7 +13,11 @@ final class PostgresCluster {
 
     var url: String { "postgres://upscale@127.0.0.1:\(port)/postgres" }
 
-    init() throws {
+    /// With `tls`, the server also accepts TLS, with a self-signed certificate made here.
+    let tls: Bool
+
+    init(tls: Bool = false) throws {
+        self.tls = tls
         let roots = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .compactMap(Int.init).sorted()
         guard let version = roots.last else {
@@ -30,6 +34,11 @@ final class PostgresCluster {
         }
         port = Self.freePort()
         try run([bin + "/initdb", "-D", folder + "/data", "-U", "upscale", "-A", "trust", "-E", "UTF8", "--no-sync"])
+        if tls {
+            try run(["/usr/bin/openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=upscale-test",
+                     "-newkey", "rsa:2048", "-keyout", folder + "/server.key", "-out", folder + "/server.crt"])
+            try run(["/bin/chmod", "600", folder + "/server.key"])
+        }
         try start()
     }
 
@@ -37,6 +46,7 @@ final class PostgresCluster {
 
     private var options: String {
         "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60"
+            + (tls ? " -c ssl=on -c ssl_cert_file=\(folder)/server.crt -c ssl_key_file=\(folder)/server.key" : "")
     }
 
     func start() throws {

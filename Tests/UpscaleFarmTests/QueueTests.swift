@@ -157,4 +157,20 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(map.apply("/mnt/nasty/c.mov"), "/mnt/nasty/c.mov")
         XCTAssertThrowsError(try PathMap(["/only-from"]))
     }
+
+    /// sslmode=require encrypts (the server says so) without checking the certificate, as
+    /// libpq does; verify-full refuses a self-signed one in one line; no sslmode stays plain.
+    func testTLSModes() throws {
+        let secure = try PostgresCluster(tls: true)
+        defer { secure.stop() }
+        XCTAssertTrue(try PostgresQueue(address: try QueueAddress(secure.url + "?sslmode=require")).usesTLS())
+        XCTAssertFalse(try PostgresQueue(address: try QueueAddress(secure.url)).usesTLS())
+        var verify = try QueueAddress(secure.url + "?sslmode=verify-full")
+        XCTAssertTrue(verify.verifyCertificate)
+        verify.port = secure.port
+        XCTAssertThrowsError(try PostgresQueue(address: verify)) { error in
+            XCTAssertFalse("\(error)".contains("\n"), "\(error)")
+            print("verify-full against a self-signed certificate: \(error)")
+        }
+    }
 }

@@ -35,13 +35,14 @@ final class WorkerTests: XCTestCase {
         return dir
     }
 
-    private func start(_ arguments: [String], lease: Double = 2) throws -> (Process, Pipe) {
+    private func start(_ arguments: [String], lease: Double = 2, idlePoll: Double? = nil) throws -> (Process, Pipe) {
         let p = Process()
         p.executableURL = Self.binary
         p.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env["UPSCALE_LEASE_SECONDS"] = String(lease)
         env["UPSCALE_QUEUE"] = cluster.url
+        if let idlePoll { env["UPSCALE_IDLE_POLL_SECONDS"] = String(idlePoll) }
         p.environment = env
         let out = Pipe()
         p.standardOutput = out
@@ -220,5 +221,37 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(counts.map(\.1).reduce(0, +), 2, "\(texts)")
         print("chunks, joins per worker: \(counts)")
         print("watch: \(watch.split(separator: "\n").count) lines")
+    }
+
+    /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
+    /// within the test's deadline: it was woken by NOTIFY.
+    func testIdleWorkerIsWokenByNotify() throws {
+        let dir = try workspace()
+        let q = try queue()
+        let worker = try start(["worker", "--name", "idle"], idlePoll: 600)
+        Thread.sleep(forTimeInterval: 2) // started, listening, idle: its one claim found nothing
+        XCTAssertTrue(worker.0.isRunning)
+        try submit(dir, seconds: "2")
+        try waitUntil("the job is done") { try q.list().first?.state == "done" }
+        kill(worker.0.processIdentifier, SIGTERM)
+        let text = finish(worker)
+        XCTAssertTrue(text.contains("1 joins"), text)
+    }
+
+    /// No server there, a password in the address, no queue at all: one line each, at once.
+    func testQueueProblemsAreOneLineErrors() throws {
+        let cases: [([String], Int32, String)] = [
+            (["queue", "list", "--queue", "postgres://upscale@127.0.0.1:1/postgres"], 1, "cannot reach the queue at postgres://upscale@127.0.0.1:1/postgres"),
+            (["worker", "--queue", "postgres://upscale:secret@127.0.0.1:1/postgres"], 1, "PGPASSWORD"),
+            (["submit", "x.mp4", "--queue", "mysql://h/db"], 1, "is not a queue address"),
+        ]
+        for (arguments, status, text) in cases {
+            let p = try start(arguments)
+            let output = finish(p)
+            XCTAssertEqual(p.0.terminationStatus, status, output)
+            XCTAssertTrue(output.contains(text), output)
+            XCTAssertEqual(output.split(separator: "\n").count, 1, output)
+            XCTAssertTrue(output.hasPrefix("error: "), output)
+        }
     }
 }
