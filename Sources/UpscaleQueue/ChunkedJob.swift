@@ -54,12 +54,15 @@ final class ChunkLedger {
         }
     }
 
+    private static func range(_ row: [String: SQLValue]) -> ChunkRange {
+        ChunkRange(index: row["idx"]!.int!, seek: row["seek"]?.int64, start: row["start"]?.int64,
+                   end: row["end_pts"]?.int64, frames: row["frames"]!.int!)
+    }
+
     func chunks() throws -> [Chunk] {
         try locked {
             try db.query("SELECT * FROM chunks ORDER BY idx").map { row in
-                Chunk(range: ChunkRange(index: row["idx"]!.int!, seek: row["seek"]?.int64, start: row["start"]?.int64,
-                                        end: row["end_pts"]?.int64, frames: row["frames"]!.int!),
-                      state: State(rawValue: row["state"]!.string!) ?? .queued,
+                Chunk(range: Self.range(row), state: State(rawValue: row["state"]!.string!) ?? .queued,
                       checksum: row["checksum"]?.int64.map { UInt64(bitPattern: $0) })
             }
         }
@@ -69,13 +72,10 @@ final class ChunkLedger {
     func claim() throws -> ChunkRange? {
         try locked {
             try db.transaction {
-                guard let row = try db.query("SELECT idx FROM chunks WHERE state = 'queued' ORDER BY idx LIMIT 1").first,
-                      let index = row["idx"]?.int else { return nil }
-                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
-                return try db.query("SELECT * FROM chunks WHERE idx = ?", [index]).first.map { row in
-                    ChunkRange(index: index, seek: row["seek"]?.int64, start: row["start"]?.int64,
-                               end: row["end_pts"]?.int64, frames: row["frames"]!.int!)
-                }
+                guard let row = try db.query("SELECT * FROM chunks WHERE state = 'queued' ORDER BY idx LIMIT 1").first else { return nil }
+                let range = Self.range(row)
+                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [range.index])
+                return range
             }
         }
     }
@@ -185,13 +185,14 @@ public final class ChunkedJob {
         PartialFile.removeStale(in: workFolder)
 
         // What an earlier run left: finished chunks are kept when their file is intact.
-        var reused = 0
+        var reused = 0, reusedFrames = 0
         var redone = 0
         let all = try ledger.chunks()
         for chunk in all {
             switch chunk.state {
             case .done where ContentHash.of(file: chunkPath(chunk.range.index)) == chunk.checksum:
                 reused += 1
+                reusedFrames += chunk.range.frames
             case .queued:
                 break
             default:
@@ -202,8 +203,7 @@ public final class ChunkedJob {
         if reused > 0 || redone > 0 {
             logger.notice("resuming: \(reused) of \(all.count) chunks done\(redone > 0 ? ", \(redone) to redo" : "") (work folder '\(workFolder)')")
         }
-        let doneFrames = try ledger.chunks().filter { $0.state == .done }.reduce(0) { $0 + $1.range.frames }
-        let meter = ChunkMeter(done: doneFrames, total: all.reduce(0) { $0 + $1.range.frames },
+        let meter = ChunkMeter(done: reusedFrames, total: all.reduce(0) { $0 + $1.range.frames },
                                started: started, progress: progress)
 
         let longest = all.map(\.range.frames).max() ?? 1
