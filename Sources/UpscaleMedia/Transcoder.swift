@@ -69,22 +69,6 @@ public final class Transcoder {
         case subtitles(SubtitleTranscoder, output: Int)
     }
 
-    /// A failure recorded by whichever stage hit it first; the others stop.
-    private final class Failure {
-        private let lock = NSLock()
-        private(set) var error: Error?
-        func record(_ e: Error) {
-            lock.lock()
-            if error == nil { error = e }
-            lock.unlock()
-        }
-        var current: Error? {
-            lock.lock()
-            defer { lock.unlock() }
-            return error
-        }
-    }
-
     public func run(cancel: CancellationFlag = CancellationFlag(),
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> TranscodeSummary {
         MediaLibrary.configure()
@@ -257,7 +241,7 @@ public final class Transcoder {
                                  layout: encoder.tenBit ? encoder.layout : .yuv420, kernel: job.kernel, threads: job.threads,
                                  refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil,
                                  hold: TemporalHold())
-        let failure = Failure()
+        let failure = FirstError()
         let watch = ReaderWatch()
         let stopAll = {
             decoded.cancel()
@@ -495,4 +479,21 @@ private final class StageTracker: @unchecked Sendable {
 
     /// True when a stage finished within the time.
     func wait(milliseconds: Int) -> Bool { signal.wait(timeout: .now() + .milliseconds(milliseconds)) == .success }
+}
+
+/// The first error any of several threads hit (pipeline stages, chunk workers); the others stop.
+public final class FirstError: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: Error?
+    public init() {}
+    public func record(_ e: Error) {
+        lock.lock()
+        if error == nil { error = e }
+        lock.unlock()
+    }
+    public var current: Error? {
+        lock.lock()
+        defer { lock.unlock() }
+        return error
+    }
 }

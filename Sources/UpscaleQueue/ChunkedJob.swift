@@ -316,20 +316,3 @@ private final class ChunkMeter: @unchecked Sendable {
         lock.unlock()
     }
 }
-
-/// The first error any worker hit.
-public final class FirstError: @unchecked Sendable {
-    private let lock = NSLock()
-    private var error: Error?
-    public init() {}
-    public func record(_ e: Error) {
-        lock.lock()
-        if error == nil { error = e }
-        lock.unlock()
-    }
-    public var current: Error? {
-        lock.lock()
-        defer { lock.unlock() }
-        return error
-    }
-}
