@@ -23,6 +23,12 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // The dashboard: HTTP server (no optional traits: no swift-configuration), Prometheus text format.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -73,6 +79,21 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // The queue's web page, JSON API and metrics (Hummingbird, swift-metrics + swift-prometheus).
+        .target(
+            name: "UpscaleDashboard",
+            dependencies: [
+                "UpscaleQueue", "UpscaleFarm",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "UpscaleMedia",
             dependencies: [
@@ -89,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "upscale",
             dependencies: [
-                "UpscaleMedia", "UpscaleQueue", "UpscaleImages", "UpscaleFarm",
+                "UpscaleMedia", "UpscaleQueue", "UpscaleImages", "UpscaleFarm", "UpscaleDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ConsoleKitTerminal", package: "console-kit"),
@@ -121,7 +142,19 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleFarmTests",
-            dependencies: ["UpscaleFarm", "UpscaleMedia", "UpscaleQueue", "upscale"],
+            dependencies: ["UpscaleFarm", "UpscaleMedia", "UpscaleQueue", "UpscaleDashboard", "UpscaleTestSupport", "upscale"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // Helpers for the tests only: a raw HTTP client, a dashboard on a free port.
+        .target(
+            name: "UpscaleTestSupport",
+            dependencies: ["UpscaleDashboard"],
+            path: "Tests/UpscaleTestSupport",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "UpscaleDashboardTests",
+            dependencies: ["UpscaleDashboard", "UpscaleQueue", "UpscaleTestSupport", "upscale"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(

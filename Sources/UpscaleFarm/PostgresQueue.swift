@@ -36,6 +36,37 @@ public struct FarmJob: Sendable, Codable, Equatable {
     public let fps: Double?
     /// Frames of its longest chunk (every chunk's keyframe interval).
     public let longestChunk: Int
+    /// Most runs any of its chunks took (1 when nothing was retried; 0 before any ran).
+    public var attempts: Int = 0
+    /// Submitted and finished (seconds since 1970).
+    public var created: Double = 0
+    public var finished: Double?
+    /// Frames per second of its chunks running now, summed (their last heartbeats).
+    public var runningFPS: Double?
+
+    /// Seconds until done at one worker's measured rate: its own finished chunks' rate, else
+    /// `overall`, spread over the chunks running now. Nil when closed or nothing was measured.
+    public func eta(overall: Double?) -> Double? {
+        guard ["queued", "running"].contains(state), let rate = fps ?? overall, rate > 0 else { return nil }
+        return Double(frames - framesDone) / rate / Double(max(1, chunksRunning))
+    }
+
+    /// The mean of the jobs' measured rates (for jobs that have none yet).
+    public static func overallRate(_ jobs: [FarmJob]) -> Double? {
+        let rates = jobs.compactMap(\.fps)
+        return rates.isEmpty ? nil : rates.reduce(0, +) / Double(rates.count)
+    }
+}
+
+/// A finished chunk (or join): when it ran and what it encoded, for throughput over time.
+public struct ChunkRun: Sendable, Equatable {
+    public let job: Int64
+    public let index: Int
+    public let frames: Int
+    public let started: Double
+    public let finished: Double
+    /// Its own encode time as the worker measured it.
+    public let seconds: Double
 }
 
 /// The shared job queue in PostgreSQL (vapor/postgres-nio). Every call is one statement or
@@ -370,7 +401,13 @@ public final class PostgresQueue: @unchecked Sendable {
                 let (job, idx, state, errors) = try row.decode((Int64, Int, String, String).self)
                 if state == "failed" { try failJob(c, job, errors: errors, index: idx) }
             }
-            if !rows.isEmpty { try run(c, "NOTIFY \(unescaped: Self.channel)") }
+            if !rows.isEmpty {
+                try run(c, """
+                    INSERT INTO upscale_meta (key, value) VALUES ('rescues', \(String(rows.count)))
+                    ON CONFLICT (key) DO UPDATE SET value = (upscale_meta.value::bigint + \(rows.count))::text
+                    """)
+                try run(c, "NOTIFY \(unescaped: Self.channel)")
+            }
             return rows.count
         }
     }
@@ -411,7 +448,9 @@ public final class PostgresQueue: @unchecked Sendable {
                     coalesce(sum(CASE WHEN t.idx < 0 THEN 0 WHEN t.state = 'done' THEN t.frames WHEN t.state = 'running' THEN t.frames_done ELSE 0 END), 0),
                     coalesce(string_agg(DISTINCT t.owner, ',') FILTER (WHERE t.state = 'running'), ''),
                     sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0),
-                    coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1)
+                    coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1),
+                    coalesce(max(t.attempts), 0), extract(epoch FROM j.created)::float8, extract(epoch FROM j.finished)::float8,
+                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8
                 FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
                 """
             query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
@@ -419,13 +458,52 @@ public final class PostgresQueue: @unchecked Sendable {
             return try run(c, query).rows.map { row in
                 let (id, input, output, settings, state, priority, error, chunks, frames, done, running, framesDone, machines, fps, longest) =
                     try row.decode((Int64, String, String, String, String, Int, String?, Int, Int, Int64, Int64, Int64, String, Double?, Int).self)
-                return FarmJob(id: id, input: input, output: output,
+                var job = FarmJob(id: id, input: input, output: output,
                                settings: (try? JSONDecoder().decode([String].self, from: Data(settings.utf8))) ?? [],
                                state: state, priority: priority, error: error, chunks: chunks, frames: frames,
                                chunksDone: Int(done), chunksRunning: Int(running), framesDone: Int(framesDone),
                                machines: machines.split(separator: ",").map { String($0.split(separator: "/").first ?? $0) }.sorted(),
                                fps: fps, longestChunk: longest)
+                let columns = Array(row)
+                job.attempts = try columns[15].decode(Int.self)
+                job.created = try columns[16].decode(Double.self)
+                job.finished = try columns[17].decode(Double?.self)
+                job.runningFPS = try columns[18].decode(Double?.self)
+                return job
             }
+        }
+    }
+
+    /// Chunks and joins finished since `since` (seconds since 1970), oldest first.
+    public func history(since: Double) throws -> [ChunkRun] {
+        try with { c in
+            try run(c, """
+                SELECT job_id, idx, frames, extract(epoch FROM started)::float8, extract(epoch FROM finished)::float8, coalesce(seconds, 0)::float8
+                FROM upscale_tasks WHERE state = 'done' AND finished > to_timestamp(\(since)) ORDER BY finished
+                """).rows.map { row in
+                let (job, idx, frames, started, finished, seconds) = try row.decode((Int64, Int, Int, Double?, Double, Double).self)
+                return ChunkRun(job: job, index: idx, frames: frames, started: started ?? finished - seconds, finished: finished, seconds: seconds)
+            }
+        }
+    }
+
+    /// Tasks taken back from workers whose lease ran out, ever.
+    public func rescues() throws -> Int {
+        try with { c in
+            try run(c, "SELECT value FROM upscale_meta WHERE key = 'rescues'").rows.first.flatMap { Int(try $0.decode(String.self)) } ?? 0
+        }
+    }
+
+    /// What went wrong with a job: its error, then every chunk's failed attempts.
+    public func log(job: Int64) throws -> String? {
+        try with { c in
+            guard let head = try run(c, "SELECT coalesce(error, '') FROM upscale_jobs WHERE id = \(job)").rows.first else { return nil }
+            var text = try head.decode(String.self)
+            for row in try run(c, "SELECT idx, errors FROM upscale_tasks WHERE job_id = \(job) AND errors <> '' ORDER BY idx").rows {
+                let (idx, errors) = try row.decode((Int, String).self)
+                text += (text.isEmpty ? "" : "\n") + (idx < 0 ? "join" : "chunk \(idx + 1)") + ":\n" + errors
+            }
+            return text
         }
     }
 

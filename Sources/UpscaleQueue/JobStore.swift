@@ -46,6 +46,8 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var outputHeight: Int?
     /// Where a failed job's original was moved (Failed/…), for `queue retry` to bring it back.
     public var movedTo: String?
+    /// Higher is claimed first (`queue priority`, the dashboard); ties in arrival order.
+    public var priority: Int = 0
 }
 
 /// A running job and the token every write about it must carry. A worker whose lease
@@ -105,6 +107,8 @@ public protocol JobStore: AnyObject {
     /// Queued and running jobs of these sources become cancelled.
     func cancel(sources: [String], now: Double) throws -> Int
     func setPaused(_ paused: Bool) throws
+    /// Sets an open job's priority; false when no open job has this id.
+    func setPriority(id: Int64, priority: Int) throws -> Bool
     func isPaused() throws -> Bool
     func setting(_ key: String) throws -> String?
     func setSetting(_ key: String, _ value: String) throws

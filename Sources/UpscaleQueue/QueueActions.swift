@@ -7,13 +7,23 @@ public enum QueueActions {
     /// error file is removed. Returns the files queued again.
     public static func retry(folder: WatchFolder, store: JobStore, files: [String]) throws -> [String] {
         let wanted = Set(files.map { relative($0, in: folder) })
+        return try retry(folder: folder, store: store) { job in
+            wanted.isEmpty || wanted.contains(job.source)
+                || job.movedTo.map { wanted.contains($0) || wanted.contains(URL(fileURLWithPath: $0).lastPathComponent) } == true
+                || wanted.contains(URL(fileURLWithPath: job.source).lastPathComponent)
+        }
+    }
+
+    /// The same for one job by id (the dashboard's Retry).
+    public static func retry(folder: WatchFolder, store: JobStore, id: Int64) throws -> [String] {
+        try retry(folder: folder, store: store) { $0.id == id }
+    }
+
+    private static func retry(folder: WatchFolder, store: JobStore, matching: (JobRecord) -> Bool) throws -> [String] {
         var queued: [String] = []
         let now = Date().timeIntervalSince1970
         for job in try store.list() where [.failed, .cancelled].contains(job.state) {
-            let matches = wanted.isEmpty || wanted.contains(job.source)
-                || job.movedTo.map { wanted.contains($0) || wanted.contains(URL(fileURLWithPath: $0).lastPathComponent) } == true
-                || wanted.contains(URL(fileURLWithPath: job.source).lastPathComponent)
-            guard matches else { continue }
+            guard matching(job) else { continue }
             var source = job.source
             if let moved = job.movedTo, FileManager.default.fileExists(atPath: folder.path(moved)) {
                 let target = folder.mirror(folder.root, of: job.source)
@@ -38,7 +48,7 @@ public enum QueueActions {
     }
 
     /// A path as the store names it: relative to the folder ("a.mov", "trip/b.mov").
-    static func relative(_ path: String, in folder: WatchFolder) -> String {
+    public static func relative(_ path: String, in folder: WatchFolder) -> String {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         if absolute.hasPrefix(folder.root + "/") && FileManager.default.fileExists(atPath: absolute) {
             return String(absolute.dropFirst(folder.root.count + 1))

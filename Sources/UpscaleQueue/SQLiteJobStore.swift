@@ -8,7 +8,7 @@ public final class SQLiteJobStore: JobStore {
     private let lock = NSLock()
     public let path: String
 
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     public init(path: String) throws {
         self.path = path
@@ -29,10 +29,17 @@ public final class SQLiteJobStore: JobStore {
                 CREATE INDEX IF NOT EXISTS jobs_source ON jobs(source);
                 """)
             let version = try db.query("SELECT value FROM meta WHERE key = 'schema'").first?["value"]?.string
-            if version == nil {
-                try db.query("INSERT INTO meta(key, value) VALUES('schema', ?)", [String(Self.schemaVersion)])
-            } else if let version, Int(version) ?? 0 > Self.schemaVersion {
-                throw SQLiteError(description: "the job store '\(path)' was written by a newer upscale (schema \(version)); update upscale")
+            let found = version.flatMap { Int($0) } ?? 0
+            if found > Self.schemaVersion {
+                throw SQLiteError(description: "the job store '\(path)' was written by a newer upscale (schema \(found)); update upscale")
+            }
+            // Schema 2: job priorities (claimed highest first).
+            if try !db.query("PRAGMA table_info(jobs)").contains(where: { $0["name"]?.string == "priority" }) {
+                try db.execute("ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+            }
+            if found < Self.schemaVersion {
+                try db.query("INSERT INTO meta(key, value) VALUES('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                             [String(Self.schemaVersion)])
             }
         }
     }
@@ -72,6 +79,7 @@ public final class SQLiteJobStore: JobStore {
         job.movedTo = row["moved_to"]?.string
         job.outputWidth = row["out_width"]?.int
         job.outputHeight = row["out_height"]?.int
+        job.priority = row["priority"]?.int ?? 0
         return job
     }
 
@@ -100,7 +108,7 @@ public final class SQLiteJobStore: JobStore {
                 if try db.query("SELECT value FROM meta WHERE key = 'paused'").first?["value"]?.string == "1" { return nil }
                 guard let row = try db.query("""
                     SELECT * FROM jobs WHERE state IN ('queued', 'waiting-for-space') AND (not_before IS NULL OR not_before <= ?)
-                    ORDER BY id LIMIT 1
+                    ORDER BY priority DESC, id LIMIT 1
                     """, [now]).first else { return nil }
                 let token = UUID().uuidString
                 try db.query("""
@@ -191,7 +199,9 @@ public final class SQLiteJobStore: JobStore {
                 UPDATE jobs SET state = 'queued', token = NULL, owner = NULL, lease_expires = NULL, frames_done = 0,
                     fps = NULL, updated = ? WHERE state = 'running' AND lease_expires < ?
                 """, [now, now])
-            return db.changes
+            let rescued = db.changes
+            try countRescues(rescued)
+            return rescued
         }
     }
 
@@ -208,7 +218,32 @@ public final class SQLiteJobStore: JobStore {
                         fps = NULL, updated = ? WHERE state = 'running'
                     """, [now])
             }
-            return db.changes
+            let rescued = db.changes
+            try countRescues(rescued)
+            return rescued
+        }
+    }
+
+    /// Jobs taken back from a run that stopped answering (lease ran out, watcher gone), counted
+    /// for the dashboard's metrics. Called with the store's lock held.
+    private func countRescues(_ count: Int) throws {
+        guard count > 0 else { return }
+        try db.query("""
+            INSERT INTO meta(key, value) VALUES('rescues', ?)
+            ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)
+            """, [String(count), count])
+    }
+
+    /// How many jobs were taken back from runs that stopped answering, ever.
+    public func rescues() throws -> Int { Int(try setting("rescues") ?? "0") ?? 0 }
+
+    public func setPriority(id: Int64, priority: Int) throws -> Bool {
+        try locked {
+            try db.query("""
+                UPDATE jobs SET priority = ? WHERE id = ?
+                    AND state IN ('queued', 'running', 'finishing', 'waiting-for-space')
+                """, [priority, id])
+            return db.changes == 1
         }
     }
 

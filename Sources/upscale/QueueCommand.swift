@@ -9,7 +9,7 @@ struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue",
         abstract: "Show and steer a watched folder's queue, or the shared queue (--queue postgres://…).",
-        subcommands: [List.self, Retry.self, Cancel.self, Pause.self, Resume.self])
+        subcommands: [List.self, Retry.self, Cancel.self, Pause.self, Resume.self, Priority.self])
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Every job: file, state, progress, fps, ETA, attempts, error.")
@@ -84,6 +84,37 @@ struct QueueCommand: ParsableCommand {
         }
     }
 
+    struct Priority: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set a queued or running job's priority (higher runs first; default 0).",
+            discussion: "upscale queue priority DIR FILE N, or upscale queue priority JOB-ID N --queue URL")
+        @Argument(help: "DIR FILE PRIORITY, or JOB-ID PRIORITY with --queue.") var values: [String] = []
+        @OptionGroup var queue: QueueOption
+
+        func run() throws {
+            guard let last = values.last, let priority = Int(last) else {
+                throw CLIError(status: 2, "give the new priority last, a whole number: 'upscale queue priority DIR FILE 5'")
+            }
+            if queue.given != nil {
+                guard values.count == 2 else { throw CLIError(status: 2, "give a job id and a priority: 'upscale queue priority 7 5 --queue …'") }
+                let id = try SharedQueue.ids([values[0]])[0]
+                guard try queue.open().setPriority(id: id, priority: priority) else { throw CLIError(status: 1, "no job \(id) on the queue") }
+                print("job \(id): priority \(priority)")
+                return
+            }
+            guard values.count == 3 else { throw CLIError(status: 2, "give the folder, the file and a priority: 'upscale queue priority DIR FILE 5'") }
+            let root = WatchFolder(root: values[0])
+            let store = try root.openStore(create: false)
+            let wanted = values[1]
+            let name = QueueActions.relative(wanted, in: root)
+            guard let job = try store.list().first(where: { $0.state.isOpen && ($0.source == name || URL(fileURLWithPath: $0.source).lastPathComponent == wanted) }),
+                  try store.setPriority(id: job.id, priority: priority) else {
+                throw CLIError(status: 1, "no queued or running job for '\(wanted)' in \(root.root)")
+            }
+            print("\(job.source): priority \(priority)")
+        }
+    }
+
     struct Pause: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Start no new job (running ones finish).")
         @Argument(help: "The watched folder.") var folder: String?
@@ -128,12 +159,8 @@ enum SharedQueue {
         let jobs = try queue.list()
         let paused = try queue.isPaused()
         // ETA from each job's measured chunk rate (frames/s over its finished chunks), else the queue's.
-        let rates = jobs.compactMap(\.fps)
-        let overall = rates.isEmpty ? nil : rates.reduce(0, +) / Double(rates.count)
-        func eta(_ job: FarmJob) -> Double? {
-            guard ["queued", "running"].contains(job.state), let rate = job.fps ?? overall, rate > 0 else { return nil }
-            return Double(job.frames - job.framesDone) / rate / Double(max(1, job.chunksRunning))
-        }
+        let overall = FarmJob.overallRate(jobs)
+        func eta(_ job: FarmJob) -> Double? { job.eta(overall: overall) }
         if json {
             struct Row: Encodable {
                 let job: FarmJob

@@ -235,7 +235,7 @@ struct FolderCommands: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upscale",
         abstract: "Upscale the videos dropped into a folder, and steer its queue.",
-        subcommands: [WatchCommand.self, QueueCommand.self, SubmitCommand.self, WorkerCommand.self])
+        subcommands: [WatchCommand.self, QueueCommand.self, SubmitCommand.self, WorkerCommand.self, DashboardCommand.self])
 }
 
 /// `upscale FILE…` is the plain command; a first argument of `watch` or `queue` picks the
@@ -246,7 +246,7 @@ enum Main {
     static func main() {
         LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
         let arguments = Array(CommandLine.arguments.dropFirst())
-        if let first = arguments.first, ["watch", "queue", "submit", "worker"].contains(first) {
+        if let first = arguments.first, ["watch", "queue", "submit", "worker", "dashboard"].contains(first) {
             run(FolderCommands.self, arguments)
         } else {
             run(UpscaleCommand.self, arguments)

@@ -1,0 +1,68 @@
+import Foundation
+import UpscaleFarm
+
+/// The shared PostgreSQL queue, read and steered as `upscale queue … --queue URL` does.
+public final class FarmBoard: QueueBoard, @unchecked Sendable {
+    private let queue: PostgresQueue
+    /// Workers heartbeat every 15 s (a quarter of the default lease): two missed ones mark a slot stale.
+    static let staleAfter = 30.0
+    /// How far back finished chunks feed the throughput chart and the histogram.
+    static let historySeconds = 24 * 3600.0
+
+    public init(queue: PostgresQueue) {
+        self.queue = queue
+    }
+
+    public var title: String { queue.address.description }
+
+    public func read(now: Double) throws -> BoardReading {
+        let farmJobs = try queue.list()
+        let overall = FarmJob.overallRate(farmJobs)
+        var files: [Int64: String] = [:]
+        var left = 0.0
+        var measured = true
+        let jobs = farmJobs.map { job -> BoardJob in
+            let file = URL(fileURLWithPath: job.input).lastPathComponent
+            files[job.id] = file
+            let eta = job.eta(overall: overall)
+            if ["queued", "running"].contains(job.state) {
+                if let rate = job.fps ?? overall, rate > 0 { left += Double(job.frames - job.framesDone) / rate } else { measured = false }
+            }
+            return BoardJob(
+                id: job.id, file: file, input: job.input, output: job.output, state: job.state,
+                progress: job.state == "done" ? 1 : job.frames > 0 ? min(1, Double(job.framesDone) / Double(job.frames)) : nil,
+                framesDone: job.state == "done" ? job.frames : job.framesDone, frames: job.frames,
+                fps: job.state == "running" ? job.runningFPS : nil, etaSeconds: eta,
+                chunksDone: job.chunksDone, chunks: job.chunks, machines: job.machines, attempts: job.attempts,
+                priority: job.priority, error: job.error, created: job.created, finished: job.finished)
+        }
+        let workers = try queue.workers().map { status -> BoardWorker in
+            // "chunk 2/4 of job 7" → "chunk 2/4 of job 7 (file.mov)"
+            var current = status.current
+            if let text = current, let range = text.range(of: "of job "), let id = Int64(text[range.upperBound...]), let file = files[id] {
+                current = text + " (" + file + ")"
+            }
+            return BoardWorker(name: status.name, host: String(status.name.split(separator: "/").first ?? Substring(status.name)),
+                               current: current, fps: status.fps, secondsAgo: status.secondsAgo, stale: status.secondsAgo > Self.staleAfter)
+        }
+        let history = try queue.history(since: now - Self.historySeconds)
+        return BoardReading(
+            jobs: jobs, workers: workers, paused: try queue.isPaused(), secondsOfWorkLeft: measured ? left : nil,
+            work: history.map { WorkSpan(start: $0.started, end: $0.finished, frames: $0.frames) },
+            finishedChunks: history.filter { $0.index >= 0 }.map { FinishedChunk(key: "\($0.job)/\($0.index)@\($0.finished)", seconds: $0.seconds) },
+            rescues: try queue.rescues())
+    }
+
+    public func log(job: Int64, limit: Int) throws -> String? {
+        guard let text = try queue.log(job: job) else { return nil }
+        return text.utf8.count > limit ? String(decoding: Array(text.utf8.suffix(limit)), as: UTF8.self) : text
+    }
+
+    public func retry(job: Int64) throws -> Bool { try queue.retry(ids: [job]) > 0 }
+
+    public func cancel(job: Int64) throws -> Bool { try queue.cancel(ids: [job]) > 0 }
+
+    public func setPriority(job: Int64, priority: Int) throws -> Bool { try queue.setPriority(id: job, priority: priority) }
+
+    public func setPaused(_ paused: Bool) throws { try queue.setPaused(paused) }
+}
