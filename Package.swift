@@ -120,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "upscale-bench",
             dependencies: [
-                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg", "DamageCorpus",
+                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg", "DamageCorpus", "UpscaleTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/upscale-bench",
@@ -148,7 +148,7 @@ let package = Package(
         // Helpers for the tests only: a raw HTTP client, a dashboard on a free port.
         .target(
             name: "UpscaleTestSupport",
-            dependencies: ["UpscaleDashboard"],
+            dependencies: ["UpscaleDashboard", "UpscaleQueue"],
             path: "Tests/UpscaleTestSupport",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

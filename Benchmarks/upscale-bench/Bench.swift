@@ -6,7 +6,7 @@ struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upscale-bench",
         abstract: "Measure upscale's core against swscale and libvips on the same real frames, in one run.",
-        subcommands: [CoreBench.self, QualityBench.self, EndToEndBench.self, ReportBench.self, TrainBench.self, TemporalBench.self, DamageBench.self, WatchBench.self, StillsBench.self, PanBench.self, ChunkBench.self],
+        subcommands: [CoreBench.self, QualityBench.self, EndToEndBench.self, ReportBench.self, TrainBench.self, TemporalBench.self, DamageBench.self, WatchBench.self, StillsBench.self, PanBench.self, ChunkBench.self, DashboardBench.self],
         defaultSubcommand: CoreBench.self)
 }
 

@@ -29,7 +29,9 @@ enum DashboardPage {
       <section id="totals" class="totals" aria-label="Totals"></section>
       <section class="panel">
         <h2>Throughput, last 6 hours <span class="muted">(frames/s per 15 min)</span></h2>
+        <div class="chart-scale"><span id="chart-max"></span></div>
         <svg id="chart" viewBox="0 0 480 90" preserveAspectRatio="none" role="img" aria-label="frames per second over time"></svg>
+        <div class="chart-axis"><span>6 h ago</span><span>now</span></div>
       </section>
       <section class="panel">
         <h2>Workers</h2>
@@ -71,6 +73,8 @@ enum DashboardPage {
     th { font-size: 12px; color: var(--muted); font-weight: 600; }
     .n { text-align: right; font-variant-numeric: tabular-nums; }
     td.file { max-width: 28ch; overflow-wrap: anywhere; }
+    td.progress, td.actions, td.machine { white-space: nowrap; }
+    td.actions button + button { margin-left: 4px; }
     progress { width: 120px; height: 10px; vertical-align: middle; }
     .state { font-size: 12px; padding: 1px 6px; border-radius: 9px; border: 1px solid var(--line); white-space: nowrap; }
     .state.running, .state.finishing { color: var(--accent); border-color: var(--accent); }
@@ -84,7 +88,8 @@ enum DashboardPage {
     pre.log { white-space: pre-wrap; max-height: 320px; overflow: auto; margin: 0; font-size: 12px; }
     .badge { background: var(--warn); color: #fff; border-radius: 9px; padding: 1px 8px; font-size: 12px; }
     #login { padding: 10px 16px; border-bottom: 1px solid var(--line); }
-    #chart { width: 100%; height: 90px; display: block; } #chart rect { fill: var(--accent); } #chart text { fill: var(--muted); font-size: 9px; }
+    #chart { width: 100%; height: 90px; display: block; } #chart rect { fill: var(--accent); }
+    .chart-scale, .chart-axis { color: var(--muted); font-size: 12px; } .chart-axis { display: flex; justify-content: space-between; }
     @media (max-width: 700px) { .wide { display: none; } progress { width: 70px; } main { padding: 8px; } td.file { max-width: 18ch; } }
 
     """
@@ -128,7 +133,7 @@ enum DashboardPage {
       const items = [
         [(c.running || 0) + (c.finishing || 0), "running"], [(c.queued || 0) + (c["waiting-for-space"] || 0), "queued"],
         [c.failed || 0, "failed"], [s.doneToday, "done today"], [s.framesPerSecond.toFixed(1), "frames/s now"],
-        [s.secondsOfWorkLeft === null ? "?" : (s.secondsOfWorkLeft / 3600).toFixed(1) + " h", "work queued"],
+        s.secondsOfWorkLeft == null ? ["?", "work queued (no rate measured yet)"] : [(s.secondsOfWorkLeft / 3600).toFixed(1) + " h", "work queued"],
         [s.workers + (s.staleWorkers ? " (+" + s.staleWorkers + " stale)" : ""), "workers"],
       ];
       box.replaceChildren(...items.map(([value, label]) => {
@@ -150,9 +155,8 @@ enum DashboardPage {
         t.textContent = new Date(p.start * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) + ": " + p.fps.toFixed(2) + " frames/s";
         r.append(t); return r;
       });
-      const label = document.createElementNS(ns, "text");
-      label.setAttribute("x", "2"); label.setAttribute("y", "9"); label.textContent = "max " + max.toFixed(1) + " frames/s";
-      svg.replaceChildren(label, ...nodes);
+      $("chart-max").textContent = "top " + max.toFixed(1) + " frames/s";
+      svg.replaceChildren(...nodes);
     }
 
     function renderWorkers(list) {
@@ -183,21 +187,21 @@ enum DashboardPage {
         const tr = el("tr"); tr.dataset.job = job.id; tr.dataset.state = job.state;
         const file = el("td", job.file, "file"); file.title = job.input;
         const state = el("td"); state.append(el("span", job.state, "state " + job.state));
-        const progress = el("td");
-        if (job.progress !== null && job.progress !== undefined) {
+        const progress = el("td", null, "progress");
+        if (job.progress != null) {
           const bar = el("progress"); bar.max = 1; bar.value = job.progress;
           bar.setAttribute("value", job.progress.toFixed(4));
           progress.append(bar, el("span", " " + Math.floor(job.progress * 100) + "%", "muted"));
         } else { progress.textContent = "-"; }
         const chunks = job.chunks > 1 ? job.chunksDone + "/" + job.chunks : "-";
         const err = el("td", job.error ? job.error.split("\\n")[0] : "", job.error ? "err" : "");
-        const actions = el("td");
+        const actions = el("td", null, "actions");
         if (job.state === "failed" || job.state === "cancelled") actions.append(action("Retry", () => post("/api/jobs/" + job.id + "/retry")));
         if (["queued", "running", "waiting-for-space"].includes(job.state)) actions.append(action("Cancel", () => post("/api/jobs/" + job.id + "/cancel")));
         if (job.state === "queued" && job.priority <= summary.topPriority && (job.priority < summary.topPriority || summary.counts.queued > 1))
           actions.append(action("Run next", () => post("/api/jobs/" + job.id + "/priority", { priority: summary.topPriority + 1 })));
         tr.append(file, state, progress, el("td", fps(job.fps), "n"), el("td", clock(job.etaSeconds), "n"), el("td", chunks, "wide n"),
-          el("td", job.machines.join(", ") || "-", "wide"), el("td", job.attempts, "wide n"), err, actions);
+          el("td", job.machines.join(", ") || "-", "wide machine"), el("td", job.attempts, "wide n"), err, actions);
         rows.push(tr);
         if (job.error || job.attempts > 0) {
           err.addEventListener("click", () => { openLogs.has(job.id) ? openLogs.delete(job.id) : openLogs.add(job.id); refresh(); });

@@ -3,18 +3,19 @@ import UpscaleQueue
 
 /// A watched folder whose store holds a job in every state, made through the store's own
 /// calls (as the watcher makes them), with the files present so Retry can find them.
-struct QueueFixture {
-    let folder: WatchFolder
-    let store: SQLiteJobStore
+public struct QueueFixture {
+    public let folder: WatchFolder
+    public let store: SQLiteJobStore
     /// File name → job id.
-    let ids: [String: Int64]
-    let now: Double
+    public let ids: [String: Int64]
+    public let now: Double
 
-    static let hostile = "<img src=x onerror=alert(1)>.mov"
-    static let failure = "decoding failed at frame 12: Invalid data found when processing input"
+    public static let hostile = "<img src=x onerror=alert(1)>.mov"
+    public static let failure = "decoding failed at frame 12: Invalid data found when processing input"
 
-    static func make(extraQueued: Int = 0) throws -> QueueFixture {
-        let root = URL(fileURLWithPath: "/tmp").appendingPathComponent("upscale-dash-\(UUID().uuidString)").path
+    /// In `parent` (default /tmp), with `extraQueued` more queued jobs (batch/clip-NNNNN.mov).
+    public static func make(extraQueued: Int = 0, parent: String = "/tmp") throws -> QueueFixture {
+        let root = URL(fileURLWithPath: parent).appendingPathComponent("upscale-dash-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let folder = WatchFolder(root: root)
         let store = try folder.openStore(create: true)
@@ -64,7 +65,7 @@ struct QueueFixture {
         return QueueFixture(folder: folder, store: store, ids: ids, now: now)
     }
 
-    func remove() {
+    public func remove() {
         try? FileManager.default.removeItem(atPath: folder.root)
     }
 }
