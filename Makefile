@@ -4,8 +4,9 @@
 PREFIX ?= /usr/local
 SWIFT ?= swift
 DEB_PACKAGES = pkg-config libsqlite3-dev libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev libvips-dev libzimg-dev
-# The tests also start a throwaway PostgreSQL cluster (the shared queue's tests).
-TEST_PACKAGES = postgresql
+# The tests also start a throwaway PostgreSQL cluster (the shared queue's tests) and load
+# the dashboard in a headless browser (chromium).
+TEST_PACKAGES = postgresql chromium
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAMPLE = Samples/street.mp4
 DEMO_OUT = out

@@ -15,6 +15,13 @@ struct DashboardBench: ParsableCommand {
     @Option(help: "Where the screenshot goes (default Benchmarks/report when present; '' for none).") var report: String?
 
     func run() throws {
+        for line in try measure() { print(line) }
+    }
+
+    /// One line per figure.
+    func measure() throws -> [String] {
+        var lines: [String] = []
+        func print(_ line: String) { lines.append(line) }
         let binary = upscale ?? upscaleBinary()
         // The stores live in memory (tmpfs) where there is one: filling 10,000 jobs one
         // transaction each would otherwise spend a minute in fsync.
@@ -87,6 +94,7 @@ struct DashboardBench: ParsableCommand {
         }
         print(String(format: "first render (%d jobs, 200 rows drawn): %.0f ms by the page's clock (median of %d)", jobs, median(bigRendered), bigRendered.count))
         print("server RSS with \(jobs) jobs: \(bigIdle / 1024) MB idle (before any request), \(residentKB(big.processIdentifier) / 1024) MB after serving, peak \(peakKB(big.processIdentifier) / 1024) MB")
+        return lines
     }
 
     private func residentKB(_ pid: Int32) -> Int { statusField(pid, "VmRSS:") }

@@ -3,11 +3,12 @@ import Foundation
 import UpscaleCore
 import UpscaleImages
 import UpscaleMedia
+import UpscaleTestSupport
 
 struct ReportBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
-        abstract: "Run core (2 frames, 3 runs, 1 and 2 threads), quality (x2, x4, box), temporal and e2e; write bench.md, bench.png (fps and PSNR bars) and compare.png (crops at 4x).")
+        abstract: "Run core (2 frames, 3 runs, 1 and 2 threads), quality (x2, x4, box), temporal, e2e and dashboard; write bench.md, bench.png (fps and PSNR bars), compare.png (crops at 4x) and the dashboard's screenshots.")
 
     @Option(help: "Folder for bench.md, bench.png and compare.png.") var out: String
 
@@ -42,6 +43,8 @@ struct ReportBench: ParsableCommand {
         let temporalHalved = try TemporalBench.parse(["--halve"]).measure()
         print("e2e…")
         let e2e = try EndToEndBench.parse([]).measure()
+        print("dashboard…")
+        let dashboard = (try? Chromium.path()) != nil ? try DashboardBench.parse(["--report", out]).measure() : nil
 
         var md = ["# upscale-bench report", "",
                   "\(Self.machine()), \(Self.today()). Produced by `upscale-bench report` in \(Int(monotonicSeconds() - started)) s; every table compares methods measured in the same run.", "",
@@ -77,6 +80,11 @@ struct ReportBench: ParsableCommand {
             md += ["## End to end (libx265, audio copied)", "", e2e.table(), ""]
         } else {
             md += ["## End to end", "", "skipped: the ffmpeg command is not installed", ""]
+        }
+        if let dashboard {
+            md += ["## Dashboard (`upscale-bench dashboard`)", ""] + dashboard.map { "- " + $0 } + ["", "![the dashboard](dashboard.png)", ""]
+        } else {
+            md += ["## Dashboard", "", "skipped: chromium is not installed", ""]
         }
         md += ["![fps and PSNR per method](bench.png)", "", "![crops: nearest-neighbour input, swscale Lanczos, upscale](compare.png)", ""]
         try md.joined(separator: "\n").write(toFile: out + "/bench.md", atomically: true, encoding: .utf8)

@@ -84,21 +84,21 @@ extension BoardJob {
     static let openStates: Set<String> = ["queued", "running", "finishing", "waiting-for-space"]
 
     /// The page's order: work in progress, then what runs next (priority, then arrival), then
-    /// what needs attention, then history (newest first).
-    static func pageOrder(_ a: BoardJob, _ b: BoardJob) -> Bool {
-        func rank(_ state: String) -> Int {
-            switch state {
-            case "running", "finishing": return 0
-            case "queued", "waiting-for-space": return 1
-            case "failed": return 2
-            case "cancelled": return 3
-            default: return 4
-            }
+    /// what needs attention, then history (newest first). Compared as tuples.
+    static func pageKey(_ job: BoardJob) -> PageKey {
+        switch job.state {
+        case "running", "finishing": return PageKey(rank: 0, first: 0, second: Double(job.id))
+        case "queued", "waiting-for-space": return PageKey(rank: 1, first: -Double(job.priority), second: Double(job.id))
+        case "failed": return PageKey(rank: 2, first: -(job.finished ?? job.created), second: -Double(job.id))
+        case "cancelled": return PageKey(rank: 3, first: -(job.finished ?? job.created), second: -Double(job.id))
+        default: return PageKey(rank: 4, first: -(job.finished ?? job.created), second: -Double(job.id))
         }
-        let ra = rank(a.state), rb = rank(b.state)
-        if ra != rb { return ra < rb }
-        if ra == 1, a.priority != b.priority { return a.priority > b.priority }
-        if ra >= 2 { return (a.finished ?? a.created, a.id) > (b.finished ?? b.created, b.id) }
-        return a.id < b.id
+    }
+
+    struct PageKey: Comparable {
+        let rank: Int
+        let first: Double
+        let second: Double
+        static func < (a: PageKey, b: PageKey) -> Bool { (a.rank, a.first, a.second) < (b.rank, b.first, b.second) }
     }
 }

@@ -43,7 +43,10 @@ struct BoardSnapshot: Sendable {
         self.reading = reading
         taken = now
         started = now
-        jobs = reading.jobs.sorted(by: BoardJob.pageOrder)
+        // Sort positions by precomputed keys, then gather once: sorting the jobs themselves
+        // copied every (string-heavy) job at each swap.
+        let keys = reading.jobs.map(BoardJob.pageKey)
+        jobs = keys.indices.sorted { keys[$0] < keys[$1] }.map { reading.jobs[$0] }
         var counts: [String: Int] = [:]
         var doneToday = 0
         var top = 0

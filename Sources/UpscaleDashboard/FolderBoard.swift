@@ -16,7 +16,7 @@ public final class FolderBoard: QueueBoard, @unchecked Sendable {
     public var title: String { folder.root }
 
     public func read(now: Double) throws -> BoardReading {
-        let records = try store.list()
+        let records = try store.listForDisplay()
         var jobs: [BoardJob] = []
         var workers: [BoardWorker] = []
         var work: [WorkSpan] = []

@@ -106,4 +106,34 @@ final class DashboardBrowserTests: XCTestCase {
         XCTAssertEqual(try http.send("GET", "/api/jobs").status, 401)
         XCTAssertEqual(try http.send("GET", "/api/jobs", headers: ["Authorization": "Bearer 0123456789abcdef-token"]).status, 200)
     }
+
+    /// `upscale queue priority`: the same store call as the page's Run next.
+    func testQueuePriorityCommand() throws {
+        let fixture = try QueueFixture.make()
+        defer { fixture.remove() }
+        func run(_ arguments: [String]) throws -> (Int32, String, String) {
+            let process = Process()
+            process.executableURL = Self.binary
+            process.arguments = ["queue", "priority"] + arguments
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, o, e)
+        }
+        var (status, out, err) = try run([fixture.folder.root, "queued-b.mov", "4"])
+        XCTAssertEqual(status, 0, err)
+        XCTAssertEqual(out, "queued-b.mov: priority 4\n")
+        XCTAssertEqual(try fixture.store.job(id: fixture.ids["queued-b.mov"]!)?.priority, 4)
+        XCTAssertEqual(try fixture.store.claim(owner: "t", lease: 10, now: fixture.now)?.job.id, fixture.ids["queued-b.mov"])
+        (status, _, err) = try run([fixture.folder.root, "done-late.mov", "4"])
+        XCTAssertEqual(status, 1)
+        XCTAssertEqual(err, "error: no queued or running job for 'done-late.mov' in \(fixture.folder.root)\n")
+        (status, _, err) = try run([fixture.folder.root, "queued-a.mov", "soon"])
+        XCTAssertEqual(status, 2)
+        XCTAssertTrue(err.hasPrefix("error: give the new priority last"), err)
+    }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import UpscaleQueue
+@testable import UpscaleQueue
 import XCTest
 
 /// The SQLite job store on its own: exclusive claims, leases, stale writers, retry/cancel/pause.
@@ -117,5 +117,49 @@ final class JobStoreTests: XCTestCase {
         let job = try XCTUnwrap(try store.job(id: claim.job.id))
         XCTAssertEqual(job.state, .queued)
         XCTAssertEqual(job.attempts, 0)
+    }
+
+    /// Higher priority is claimed first, ties in arrival order; only open jobs take a priority;
+    /// a store written by the previous schema (no priority column) gains it, its jobs kept.
+    func testPriorityOrdersClaimsAndOldStoresGainIt() throws {
+        // A schema-1 store as the previous release wrote it.
+        do {
+            let old = try SQLiteDatabase(path: path)
+            try old.execute("""
+                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE jobs (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    source TEXT NOT NULL, size INTEGER NOT NULL, modified REAL NOT NULL,
+                    state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, crashes INTEGER NOT NULL DEFAULT 0,
+                    settings TEXT NOT NULL, output TEXT, error TEXT,
+                    frames_done INTEGER NOT NULL DEFAULT 0, frames_total INTEGER, fps REAL,
+                    owner TEXT, token TEXT, lease_expires REAL, not_before REAL,
+                    created REAL NOT NULL, updated REAL NOT NULL, started REAL, moved_to TEXT,
+                    out_width INTEGER, out_height INTEGER);
+                INSERT INTO meta VALUES ('schema', '1');
+                INSERT INTO jobs (source, size, modified, state, settings, created, updated) VALUES ('old.mov', 1, 1, 'queued', '[]', 1, 1);
+                """)
+        }
+        let store = try SQLiteJobStore(path: path)
+        XCTAssertEqual(try store.setting("schema"), "2")
+        XCTAssertEqual(try store.list().map(\.source), ["old.mov"])
+        let a = try XCTUnwrap(store.enqueue(source: "a.mov", size: 1, modified: 1, settings: []))
+        let b = try XCTUnwrap(store.enqueue(source: "b.mov", size: 1, modified: 1, settings: []))
+        XCTAssertTrue(try store.setPriority(id: b.id, priority: 3))
+        XCTAssertEqual(try store.job(id: b.id)?.priority, 3)
+        let now = Date().timeIntervalSince1970
+        XCTAssertEqual(try store.claim(owner: "t", lease: 30, now: now)?.job.source, "b.mov")
+        XCTAssertEqual(try store.claim(owner: "t", lease: 30, now: now)?.job.source, "old.mov")
+        XCTAssertEqual(try store.claim(owner: "t", lease: 30, now: now)?.job.id, a.id)
+        // The running job can still be raised; a finished one cannot.
+        XCTAssertTrue(try store.setPriority(id: a.id, priority: 1))
+        try store.markFinishing(id: a.id, now: now)
+        try store.finish(id: a.id, now: now)
+        XCTAssertFalse(try store.setPriority(id: a.id, priority: 5))
+        XCTAssertEqual(try store.job(id: a.id)?.priority, 1)
+        // Lease rescues are counted for the dashboard's metrics.
+        XCTAssertEqual(try store.rescues(), 0)
+        XCTAssertEqual(try store.requeueExpired(now: now + 60), 2)
+        XCTAssertEqual(try store.rescues(), 2)
     }
 }
