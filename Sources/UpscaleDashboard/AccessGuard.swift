@@ -62,7 +62,16 @@ struct AccessGuard: RouterMiddleware {
                 return DashboardServer.problem(.forbidden, "refused: an action without Origin must carry the token (Authorization: Bearer)")
             }
         }
-        return try await next(request, context)
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPResponseError {
+            throw error
+        } catch {
+            // The store could not be read or written (PostgreSQL unreachable, a locked disk):
+            // one line for the page's status, and the next poll tries again.
+            let line = String(describing: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            return DashboardServer.problem(.serviceUnavailable, line)
+        }
     }
 
     static func isAction(_ path: String) -> Bool {

@@ -9,8 +9,11 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
     /// How far back finished chunks feed the throughput chart and the histogram.
     static let historySeconds = 24 * 3600.0
 
-    public init(queue: PostgresQueue) {
+    /// A lost server is waited for `reconnectFor` seconds per request (the page polls again
+    /// 2 s later) rather than a worker's 5 minutes: the page says the queue cannot be reached.
+    public init(queue: PostgresQueue, reconnectFor: Double = 5) {
         self.queue = queue
+        queue.reconnectFor = reconnectFor
     }
 
     public var title: String { queue.address.description }

@@ -89,5 +89,17 @@ final class FarmDashboardTests: XCTestCase {
         // The raised job's next chunk goes first.
         XCTAssertEqual(try q.claim(owner: "node-d/1", lease: 60)?.jobID, a)
         XCTAssertEqual(try http.send("POST", "/api/jobs/\(a)/retry", headers: origin, body: "{}").status, 409)
+
+        // The server goes away: the page's requests answer 503 with one line within seconds.
+        cluster.stop()
+        Thread.sleep(forTimeInterval: 1.1)
+        let start = Date()
+        let down = try http.send("GET", "/api/summary")
+        XCTAssertEqual(down.status, 503)
+        let message = try down.json()["error"] as? String ?? ""
+        XCTAssertTrue(message.hasPrefix("cannot reach the queue at postgres://") && !message.contains("\n"), message)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 20)
+        print("queue down: HTTP 503 after \(String(format: "%.1f", Date().timeIntervalSince(start))) s: \(message)")
+        XCTAssertEqual(try http.send("POST", "/api/pause", headers: origin, body: "{}").status, 503)
     }
 }
