@@ -120,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "upscale-bench",
             dependencies: [
-                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg", "DamageCorpus", "UpscaleTestSupport",
+                "UpscaleCore", "UpscaleMedia", "UpscaleImages", "CZimg", "DamageCorpus", "UpscaleTestSupport", "UpscaleFarm",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/upscale-bench",
@@ -145,7 +145,8 @@ let package = Package(
             dependencies: ["UpscaleFarm", "UpscaleMedia", "UpscaleQueue", "UpscaleDashboard", "UpscaleTestSupport", "upscale"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
-        // Helpers for the tests only: a raw HTTP client, a dashboard on a free port.
+        // Helpers for the tests and the bench (never in the tool): a raw HTTP client, a dashboard
+        // on a free port, headless chromium, a throwaway PostgreSQL cluster, a queue fixture.
         .target(
             name: "UpscaleTestSupport",
             dependencies: ["UpscaleDashboard", "UpscaleQueue"],

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import UpscaleFarm
 import UpscaleTestSupport
 
 /// `upscale-bench dashboard`: the web page's weight, its first render in headless chromium,
@@ -64,7 +65,42 @@ struct DashboardBench: ParsableCommand {
         // The large store.
         let large = try QueueFixture.make(extraQueued: max(0, jobs - 10), parent: parent)
         defer { large.remove() }
-        let (big, bigURL) = try DashboardProcess.start(binary: binary, [large.folder.root, "--listen", "127.0.0.1:0"])
+        try measureLarge(binary: binary, [large.folder.root], label: "watch folder", print)
+        if FileManager.default.fileExists(atPath: "/usr/lib/postgresql") {
+            let cluster = try PostgresCluster()
+            defer { cluster.stop() }
+            try fillSharedQueue(cluster.url)
+            try measureLarge(binary: binary, ["--queue", cluster.url], label: "shared queue, 4 chunks each", print)
+        } else {
+            print("shared queue: skipped (PostgreSQL is not installed)")
+        }
+        return lines
+    }
+
+    /// `jobs` jobs of 4 chunks: the first fifth done an hour ago, one running, the rest queued.
+    private func fillSharedQueue(_ url: String) throws {
+        let queue = try PostgresQueue(address: try QueueAddress(url))
+        for statement in [
+            """
+            INSERT INTO upscale_jobs (input, output, settings, chunks, frames, submitted_by)
+                SELECT '/in/clip-' || g || '.mov', '/out/clip-' || g || ' Upscaled.mov', '[]', 4, 1200, 'bench' FROM generate_series(1, \(jobs)) g
+            """,
+            "INSERT INTO upscale_tasks (job_id, idx, frames) SELECT j.id, i, 300 FROM upscale_jobs j, generate_series(0, 3) i",
+            """
+            UPDATE upscale_tasks SET state = 'done', started = now() - interval '70 minutes', finished = now() - interval '60 minutes',
+                seconds = 600, frames_done = 300, checksum = 1 WHERE job_id <= \(jobs / 5)
+            """,
+            "UPDATE upscale_jobs SET state = 'done', finished = now() - interval '60 minutes' WHERE id <= \(jobs / 5)",
+        ] {
+            try queue.execute(statement)
+        }
+        let task = try queue.claim(owner: "bench/1", lease: 600)
+        if let task { _ = try queue.heartbeat(task, lease: 600, framesDone: 100, fps: 2.5) }
+        try queue.reportWorker(name: "bench/1", fps: 2.5, current: task.map { "chunk \($0.index + 1)/4 of job \($0.jobID)" })
+    }
+
+    private func measureLarge(binary: String, _ source: [String], label: String, _ print: (String) -> Void) throws {
+        let (big, bigURL) = try DashboardProcess.start(binary: binary, source + ["--listen", "127.0.0.1:0"])
         defer { big.terminate() }
         let bigHTTP = HTTPProbe(port: Int(bigURL.split(separator: ":").last!.filter(\.isNumber))!)
         let bigIdle = residentKB(big.processIdentifier)
@@ -85,16 +121,15 @@ struct DashboardBench: ParsableCommand {
         let lastPage = try timed("/api/jobs?offset=\(jobs - 100)&limit=100")
         let full = try timed("/api/jobs?limit=1000")
         let summary = try timed("/api/summary")
-        print(String(format: "/api/jobs with %d jobs (100 per page): first %.0f ms; with a fresh store read %.0f ms (median of 5); from the 1 s reading %.1f ms (median of 20); last page %.1f ms; 1000 rows %.1f ms; /api/summary %.1f ms",
+        print(String(format: "\(label): /api/jobs with %d jobs (100 per page): first %.0f ms; with a fresh store read %.0f ms (median of 5); from the 1 s reading %.1f ms (median of 20); last page %.1f ms; 1000 rows %.1f ms; /api/summary %.1f ms",
                      jobs, cold, median(fresh), median(cached), lastPage, full, summary))
         var bigRendered: [Double] = []
         for _ in 0..<3 {
             let dom = try Chromium.run(bigURL, ["--dump-dom"])
             if let r = dom.range(of: "data-first-render=\""), let ms = Double(dom[r.upperBound...].prefix { $0.isNumber }) { bigRendered.append(ms) }
         }
-        print(String(format: "first render (%d jobs, 200 rows drawn): %.0f ms by the page's clock (median of %d)", jobs, median(bigRendered), bigRendered.count))
-        print("server RSS with \(jobs) jobs: \(bigIdle / 1024) MB idle (before any request), \(residentKB(big.processIdentifier) / 1024) MB after serving, peak \(peakKB(big.processIdentifier) / 1024) MB")
-        return lines
+        print(String(format: "\(label): first render (%d jobs, 200 rows drawn): %.0f ms by the page's clock (median of %d)", jobs, median(bigRendered), bigRendered.count))
+        print("\(label): server RSS with \(jobs) jobs: \(bigIdle / 1024) MB idle (before any request), \(residentKB(big.processIdentifier) / 1024) MB after serving, peak \(peakKB(big.processIdentifier) / 1024) MB")
     }
 
     private func residentKB(_ pid: Int32) -> Int { statusField(pid, "VmRSS:") }

@@ -1,6 +1,7 @@
 import Foundation
 import UpscaleFarm
 import UpscaleMedia
+import UpscaleTestSupport
 import XCTest
 
 /// The shared queue's guarantees, against a real PostgreSQL server.

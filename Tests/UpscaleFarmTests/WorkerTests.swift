@@ -2,6 +2,7 @@ import Foundation
 import UpscaleFarm
 import UpscaleMedia
 import UpscaleQueue
+import UpscaleTestSupport
 import XCTest
 
 /// Real `upscale submit` and `upscale worker` processes on one queue.

@@ -1,22 +1,21 @@
 import Foundation
-import XCTest
 
 /// A throwaway PostgreSQL cluster from Debian's `postgresql` package: `initdb` into a temp
 /// folder, `pg_ctl start` on a free loopback port with its socket in that folder, stopped and
 /// removed at the end. initdb refuses root, so as root the cluster runs as the package's
 /// `postgres` user (`runuser -u postgres --`) in a folder it owns.
-final class PostgresCluster {
-    let folder: String
-    let port: Int
-    let bin: String
+public final class PostgresCluster {
+    public let folder: String
+    public let port: Int
+    public let bin: String
     private let asPostgres: Bool
 
-    var url: String { "postgres://upscale@127.0.0.1:\(port)/postgres" }
+    public var url: String { "postgres://upscale@127.0.0.1:\(port)/postgres" }
 
     /// With `tls`, the server also accepts TLS, with a self-signed certificate made here.
-    let tls: Bool
+    public let tls: Bool
 
-    init(tls: Bool = false) throws {
+    public init(tls: Bool = false) throws {
         self.tls = tls
         let roots = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .compactMap(Int.init).sorted()
@@ -49,16 +48,16 @@ final class PostgresCluster {
             + (tls ? " -c ssl=on -c ssl_cert_file=\(folder)/server.crt -c ssl_key_file=\(folder)/server.key" : "")
     }
 
-    func start() throws {
+    public func start() throws {
         try run([bin + "/pg_ctl", "-D", folder + "/data", "-l", folder + "/log", "-w", "-o", options, "start"])
     }
 
     /// `pg_ctl restart -m immediate`: the server dies without a shutdown checkpoint, as in a crash.
-    func restartImmediately() throws {
+    public func restartImmediately() throws {
         try run([bin + "/pg_ctl", "-D", folder + "/data", "-l", folder + "/log", "-w", "-m", "immediate", "-o", options, "restart"])
     }
 
-    func stop() {
+    public func stop() {
         _ = try? run([bin + "/pg_ctl", "-D", folder + "/data", "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(atPath: folder)
     }
@@ -66,7 +65,7 @@ final class PostgresCluster {
     /// Runs a command and waits with waitpid. (Foundation's Process waits for a descriptor that
     /// the server pg_ctl starts inherits, so it would never see pg_ctl exit.)
     @discardableResult
-    func run(_ command: [String]) throws -> String {
+    public func run(_ command: [String]) throws -> String {
         // Run from the cluster's folder (the postgres user may not be allowed into ours).
         let inFolder = ["/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", folder] + command
         let argv = asPostgres ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + inFolder : inFolder
@@ -92,7 +91,7 @@ final class PostgresCluster {
         return text
     }
 
-    static func freePort() -> Int {
+    public static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
