@@ -32,9 +32,8 @@ struct BoardSnapshot: Sendable {
     let reading: BoardReading
     let jobs: [BoardJob]
     let summary: BoardSummary
-    let taken: Double
     /// When the store read began (everything written before it is in the reading).
-    var started: Double
+    let taken: Double
 
     static let chartBuckets = 24
     static let bucketSeconds = 900.0
@@ -42,7 +41,6 @@ struct BoardSnapshot: Sendable {
     init(title: String, reading: BoardReading, now: Double, startOfDay: Double) {
         self.reading = reading
         taken = now
-        started = now
         // Sort positions by precomputed keys, then gather once: sorting the jobs themselves
         // copied every (string-heavy) job at each swap.
         let keys = reading.jobs.map(BoardJob.pageKey)

@@ -23,6 +23,22 @@ public final class DashboardServer: @unchecked Sendable {
             self.port = port
             self.token = token
         }
+
+        /// "127.0.0.1:8080", "[::1]:8080".
+        public var address: String { Self.address(host: host, port: port) }
+        public static func address(host: String, port: Int) -> String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+
+        /// Serving off loopback without a token would let anyone who reaches the address steer
+        /// the queue (the Host check alone does not stop a client that names 127.0.0.1).
+        public func check() throws {
+            guard token != nil || AccessGuard.isLoopback(host: host.lowercased()) else {
+                throw UnsafeListenAddress(description: "serving on \(address) without a token would let anyone who reaches it steer the queue")
+            }
+        }
+    }
+
+    public struct UnsafeListenAddress: Error, CustomStringConvertible {
+        public let description: String
     }
 
     let board: any QueueBoard
@@ -42,6 +58,7 @@ public final class DashboardServer: @unchecked Sendable {
     /// Serves until `stop()` or one of `signals`; `onListening` gets the bound port.
     public func run(signals: [UnixSignal] = [.sigint, .sigterm], logger: Logger = Logger(label: "upscale.dashboard"),
                     onListening: @escaping @Sendable (Int) -> Void) async throws {
+        try configuration.check()
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: AccessGuard(token: configuration.token))
         addRoutes(to: router)
@@ -136,13 +153,12 @@ public final class DashboardServer: @unchecked Sendable {
         let applied = try await cache.perform(body)
         let snapshot = try await cache.current(maxAge: configuration.maxAge, notBefore: Date().timeIntervalSince1970)
         guard applied else { return Self.problem(.conflict, "job \(id.map(String.init) ?? "?") \(refusal)") }
-        if let id, let job = snapshot.jobs.first(where: { $0.id == id }) { return try Self.json(ActionResult(action: name, job: job, paused: snapshot.summary.paused)) }
-        return try Self.json(ActionResult(action: name, job: nil, paused: snapshot.summary.paused))
+        let job = id.flatMap { id in snapshot.jobs.first { $0.id == id } }
+        return try Self.json(ActionResult(action: name, job: job, paused: snapshot.summary.paused))
     }
 
     func snapshot() async throws -> BoardSnapshot {
-        let snapshot = try await cache.current(maxAge: configuration.maxAge)
-        return snapshot
+        try await cache.current(maxAge: configuration.maxAge)
     }
 
     struct WorkerList: Encodable { let workers: [BoardWorker] }
@@ -190,19 +206,17 @@ actor SnapshotCache {
     func current(maxAge: Double, notBefore: Double = 0) async throws -> BoardSnapshot {
         while true {
             let now = Date().timeIntervalSince1970
-            if let latest, now - latest.taken <= maxAge, latest.started >= notBefore { return latest }
+            if let latest, now - latest.taken <= maxAge, latest.taken >= notBefore { return latest }
             if let reading {
                 let snapshot = try await reading.value
-                if snapshot.started >= notBefore { return snapshot }
+                if snapshot.taken >= notBefore { return snapshot }
                 continue
             }
             let task = Task { () throws -> BoardSnapshot in
                 try await self.perform { board in
                     let now = Date().timeIntervalSince1970
                     let day = Calendar.current.startOfDay(for: Date(timeIntervalSince1970: now)).timeIntervalSince1970
-                    var snapshot = BoardSnapshot(title: board.title, reading: try board.read(now: now), now: now, startOfDay: day)
-                    snapshot.started = now
-                    return snapshot
+                    return BoardSnapshot(title: board.title, reading: try board.read(now: now), now: now, startOfDay: day)
                 }
             }
             reading = task

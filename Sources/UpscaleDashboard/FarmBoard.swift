@@ -4,8 +4,6 @@ import UpscaleFarm
 /// The shared PostgreSQL queue, read and steered as `upscale queue … --queue URL` does.
 public final class FarmBoard: QueueBoard, @unchecked Sendable {
     private let queue: PostgresQueue
-    /// Workers heartbeat every 15 s (a quarter of the default lease): two missed ones mark a slot stale.
-    static let staleAfter = 30.0
     /// How far back finished chunks feed the throughput chart and the histogram.
     static let historySeconds = 24 * 3600.0
 
@@ -29,7 +27,7 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
             files[job.id] = file
             let eta = job.eta(overall: overall)
             if ["queued", "running"].contains(job.state) {
-                if let rate = job.fps ?? overall, rate > 0 { left += Double(job.frames - job.framesDone) / rate } else { measured = false }
+                if let work = job.secondsOfWork(overall: overall) { left += work } else { measured = false }
             }
             return BoardJob(
                 id: job.id, file: file, input: job.input, output: job.output, state: job.state,
@@ -46,7 +44,7 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
                 current = text + " (" + file + ")"
             }
             return BoardWorker(name: status.name, host: String(status.name.split(separator: "/").first ?? Substring(status.name)),
-                               current: current, fps: status.fps, secondsAgo: status.secondsAgo, stale: status.secondsAgo > Self.staleAfter)
+                               current: current, fps: status.fps, secondsAgo: status.secondsAgo, stale: status.isStale)
         }
         let history = try queue.history(since: now - Self.historySeconds)
         return BoardReading(

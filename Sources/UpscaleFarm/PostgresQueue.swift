@@ -44,11 +44,16 @@ public struct FarmJob: Sendable, Codable, Equatable {
     /// Frames per second of its chunks running now, summed (their last heartbeats).
     public var runningFPS: Double?
 
-    /// Seconds until done at one worker's measured rate: its own finished chunks' rate, else
-    /// `overall`, spread over the chunks running now. Nil when closed or nothing was measured.
-    public func eta(overall: Double?) -> Double? {
+    /// Seconds of work left at one worker's measured rate: its own finished chunks' rate, else
+    /// `overall`. Nil when closed or nothing was measured.
+    public func secondsOfWork(overall: Double?) -> Double? {
         guard ["queued", "running"].contains(state), let rate = fps ?? overall, rate > 0 else { return nil }
-        return Double(frames - framesDone) / rate / Double(max(1, chunksRunning))
+        return Double(frames - framesDone) / rate
+    }
+
+    /// Seconds until done: the work left spread over the chunks running now.
+    public func eta(overall: Double?) -> Double? {
+        secondsOfWork(overall: overall).map { $0 / Double(max(1, chunksRunning)) }
     }
 
     /// The mean of the jobs' measured rates (for jobs that have none yet).
@@ -587,6 +592,10 @@ public final class PostgresQueue: @unchecked Sendable {
         public let current: String?
         public let fps: Double?
         public let secondsAgo: Double
+
+        /// Workers heartbeat every 15 s (a quarter of the default lease): two missed beats mark a slot stale.
+        public static let staleAfter = 30.0
+        public var isStale: Bool { secondsAgo > Self.staleAfter }
     }
 
     /// Worker slots heard from in the last `within` seconds, most recent first.

@@ -23,8 +23,10 @@ struct DashboardCommand: ParsableCommand {
 
     func run() throws {
         let (host, port) = try Self.address(listen)
-        let token = try tokenFile.map(Self.readToken)
-        if token == nil && !Self.isLoopback(host) {
+        let configuration = DashboardServer.Configuration(host: host, port: port, token: try tokenFile.map(Self.readToken))
+        do {
+            try configuration.check()
+        } catch is DashboardServer.UnsafeListenAddress {
             throw CLIError(status: 2, "refusing to serve on \(listen) without a token: anyone who reaches that address could cancel jobs; give --token-file PATH (e.g. made with 'head -c 24 /dev/urandom | base64 > PATH') or listen on 127.0.0.1")
         }
         let board: any QueueBoard
@@ -33,14 +35,14 @@ struct DashboardCommand: ParsableCommand {
         } else {
             board = try FolderBoard(folder: WatchFolder(root: try required(folder)))
         }
-        let server = DashboardServer(board: board, configuration: .init(host: host, port: port, token: token))
-        let shown = host.contains(":") ? "[\(host)]" : host
+        let server = DashboardServer(board: board, configuration: configuration)
+        let token = configuration.token
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)
         Task {
             do {
                 try await server.run(logger: Logger(label: "upscale.dashboard")) { bound in
-                    print("dashboard for \(board.title): http://\(shown):\(bound)/" + (token == nil ? "" : " (token required)"))
+                    print("dashboard for \(board.title): http://\(DashboardServer.Configuration.address(host: host, port: bound))/" + (token == nil ? "" : " (token required)"))
                     fflush(stdout)
                 }
             } catch {
@@ -79,10 +81,6 @@ struct DashboardCommand: ParsableCommand {
             throw CLIError(status: 2, "--listen '\(text)' is not HOST:PORT (for example 127.0.0.1:8080 or 0.0.0.0:8080)")
         }
         return (host, port)
-    }
-
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || (host.hasPrefix("127.") && host.split(separator: ".").count == 4)
     }
 
     static func readToken(_ path: String) throws -> String {

@@ -192,8 +192,7 @@ enum SharedQueue {
             print("")
             print(["worker", "working on", "fps", "last heard"].joined(separator: "\t"))
             for w in workers {
-                // A slot not heard from for two heartbeats (30 s) is marked stale.
-                let heard = String(format: "%.0f s ago", w.secondsAgo) + (w.secondsAgo > 30 ? " (stale)" : "")
+                let heard = String(format: "%.0f s ago", w.secondsAgo) + (w.isStale ? " (stale)" : "")
                 print([w.name, w.current ?? "-", w.fps.map { String(format: "%.1f", $0) } ?? "-", heard].joined(separator: "\t"))
             }
         }

@@ -213,6 +213,29 @@ final class DashboardHTTPTests: XCTestCase {
         XCTAssertTrue(try fixture.store.isPaused())
     }
 
+    /// The server itself (not only the command) refuses to listen off loopback without a token.
+    func testServerRefusesAnOpenAddressWithoutAToken() throws {
+        for host in ["0.0.0.0", "192.168.1.20", "::", "127.foo.0.1"] {
+            XCTAssertThrowsError(try DashboardServer.Configuration(host: host, port: 0).check(), host)
+            XCTAssertNoThrow(try DashboardServer.Configuration(host: host, port: 0, token: "0123456789abcdef").check(), host)
+        }
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "::1"] {
+            XCTAssertNoThrow(try DashboardServer.Configuration(host: host, port: 0).check(), host)
+        }
+        // run() makes the same check before binding anything.
+        fixture = try QueueFixture.make()
+        let server = DashboardServer(board: try FolderBoard(folder: fixture.folder), configuration: .init(host: "0.0.0.0", port: 0))
+        let outcome = DispatchSemaphore(value: 0)
+        final class Box: @unchecked Sendable { var error: Error? }
+        let box = Box()
+        Task {
+            do { try await server.run(signals: []) { _ in } } catch { box.error = error }
+            outcome.signal()
+        }
+        XCTAssertEqual(outcome.wait(timeout: .now() + 10), .success)
+        XCTAssertTrue(box.error is DashboardServer.UnsafeListenAddress, "\(String(describing: box.error))")
+    }
+
     func testHostileFileNameComesBackAsData() throws {
         try start()
         let reply = try http.send("GET", "/api/jobs?state=queued")
