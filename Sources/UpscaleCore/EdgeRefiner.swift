@@ -209,27 +209,25 @@ public struct EdgeRefiner: Sendable {
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
     func refineRow<Output: RefinedPlane>(_ y: Int, edges count: Int, filters: UnsafePointer<Float>, scratch: Scratch,
                                          into plane: Output) {
-        let list = scratch.list, classes = scratch.classes
+        // As many lanes as phases, rounded up: 2x has four phases, and sixteen lanes would be
+        // twice the time here (a 16-lane vector is two 256-bit halves on this machine). Every
+        // lane sums the same products in the same order either way: the output is identical.
         if ratio == 2 {
-            // 2x has four phases: four lanes, not sixteen. Each lane sums the same products in
-            // the same order as the 16-lane loop (bit-identical), at half its time here (a
-            // 16-lane vector is two 256-bit halves on this machine, with 12 lanes idle).
-            for i in 0..<count {
-                let x = Int(list[i]), c = Int(classes[x])
-                let alpha = weight(strength: scratch.strength(at: x))
-                let value = filter4(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
-                let lo = scratch.low[x], hi = scratch.high[x]
-                plane.blend(value[0], lo: lo, hi: hi, alpha: alpha, x: 2 * x, y: 2 * y)
-                plane.blend(value[1], lo: lo, hi: hi, alpha: alpha, x: 2 * x + 1, y: 2 * y)
-                plane.blend(value[2], lo: lo, hi: hi, alpha: alpha, x: 2 * x, y: 2 * y + 1)
-                plane.blend(value[3], lo: lo, hi: hi, alpha: alpha, x: 2 * x + 1, y: 2 * y + 1)
-            }
-            return
+            refineEdges(y, edges: count, filters: filters, scratch: scratch, into: plane, lanes: SIMD4<Float>.self)
+        } else {
+            refineEdges(y, edges: count, filters: filters, scratch: scratch, into: plane, lanes: SIMD16<Float>.self)
         }
+    }
+
+    @inline(__always)
+    private func refineEdges<Output: RefinedPlane, Lanes: SIMD>(_ y: Int, edges count: Int, filters: UnsafePointer<Float>,
+                                                                scratch: Scratch, into plane: Output, lanes: Lanes.Type)
+    where Lanes.Scalar == Float {
+        let list = scratch.list, classes = scratch.classes
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
             let alpha = weight(strength: scratch.strength(at: x))
-            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
+            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, lanes: Lanes.self)
             let lo = scratch.low[x], hi = scratch.high[x]
             for py in 0..<ratio {
                 for px in 0..<ratio {
@@ -239,37 +237,21 @@ public struct EdgeRefiner: Sendable {
         }
     }
 
-    /// Every tap broadcast against all phases at once (16 lanes, one per phase: 3x uses nine,
-    /// 4x sixteen; 2x has `filter4`); seven partial sums, one per filter row. Pre-expanded
-    /// sample rows were slower: LLVM turns their broadcasts into chains of permutes.
+    /// Every tap broadcast against the first `Lanes.scalarCount` phases at once (the packed
+    /// layout holds 16 per tap, one per phase: 2x uses four, 3x nine, 4x sixteen); seven
+    /// partial sums, one per filter row. Pre-expanded sample rows were slower: LLVM turns their
+    /// broadcasts into chains of permutes.
     @inline(__always)
-    func filter(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int) -> SIMD16<Float> {
-        var acc = SIMD16<Float>()
+    func filter<Lanes: SIMD>(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, lanes: Lanes.Type) -> Lanes where Lanes.Scalar == Float {
+        var acc = Lanes()
         var w = UnsafeRawPointer(f)
         for dy in -3...3 {
             let row = scratch.sampleRow(dy) + x - 3
             // Fused multiply-adds (addProduct), one chain per row. Written as a tree of plain
             // products and adds, LLVM's SLP pass regroups them into shuffles at half the speed.
-            var part = SIMD16<Float>()
+            var part = Lanes()
             for dx in 0..<7 {
-                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: SIMD16<Float>.self), SIMD16<Float>(repeating: row[dx]))
-            }
-            acc += part
-            w += 7 * 64
-        }
-        return acc
-    }
-
-    /// `filter` for 2x: the first four phase lanes of each tap (the packed layout is shared).
-    @inline(__always)
-    func filter4(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int) -> SIMD4<Float> {
-        var acc = SIMD4<Float>()
-        var w = UnsafeRawPointer(f)
-        for dy in -3...3 {
-            let row = scratch.sampleRow(dy) + x - 3
-            var part = SIMD4<Float>()
-            for dx in 0..<7 {
-                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: SIMD4<Float>.self), SIMD4<Float>(repeating: row[dx]))
+                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: Lanes.self), Lanes(repeating: row[dx]))
             }
             acc += part
             w += 7 * 64
