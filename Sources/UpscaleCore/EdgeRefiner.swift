@@ -39,7 +39,7 @@ public struct EdgeRefiner: Sendable {
     /// Per class: whether it is refined. Training turns off classes whose filters gain too little
     /// over Lanczos to be worth their time (and their flicker); their samples keep Lanczos.
     public let active: [Bool]
-    /// The same weights laid out for the inner loop (see `pack`).
+    /// The same weights laid out for the inner loop (see `pack`, and `packQuads` for 2x).
     let packed: [Float]
     private let fadeScale: Float
     private let activeFlags: [UInt8]
@@ -55,7 +55,7 @@ public struct EdgeRefiner: Sendable {
         self.coherenceThresholds = coherenceThresholds
         self.fade = fade
         self.weights = weights
-        packed = EdgeRefiner.pack(weights, ratio: ratio)
+        packed = ratio == 2 ? EdgeRefiner.packQuads(weights) : EdgeRefiner.pack(weights, ratio: ratio)
         fadeScale = 1 / fade
         self.active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
         precondition(self.active.count == EdgeRefiner.classCount, "one activity flag per class")
@@ -81,6 +81,25 @@ public struct EdgeRefiner: Sendable {
         for c in 0..<classCount {
             for p in 0..<phases {
                 for t in 0..<taps { out[(c * taps + t) * lanes + p] = weights[(c * phases + p) * taps + t] }
+            }
+        }
+        return out
+    }
+
+    /// 2x: per class and filter row, taps 0-3 and then 4-7 (tap 7 is 0) in 16 floats each,
+    /// lane 4·k + phase for tap k of the quad: against four samples spread over four lanes
+    /// each, one 16-lane product covers four taps of all four phases.
+    static let quadFloats = window * 32
+
+    static func packQuads(_ weights: [Float]) -> [Float] {
+        var out = [Float](repeating: 0, count: classCount * quadFloats)
+        for c in 0..<classCount {
+            for p in 0..<4 {
+                for dy in 0..<window {
+                    for dx in 0..<window {
+                        out[c * quadFloats + dy * 32 + (dx / 4) * 16 + (dx % 4) * 4 + p] = weights[(c * 4 + p) * taps + dy * window + dx]
+                    }
+                }
             }
         }
         return out
@@ -135,7 +154,7 @@ public struct EdgeRefiner: Sendable {
         let w = source.width, h = source.height
         var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
         var coherence = strength
-        let scratch = Scratch(width: w)
+        let scratch = Scratch(width: w, ratio: ratio)
         let m = EdgeRefiner.margin
         guard w > 2 * m, h > 2 * m else { return (strength, coherence, classes) }
         let classifier = Classifier(self)
@@ -209,25 +228,28 @@ public struct EdgeRefiner: Sendable {
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
     func refineRow<Output: RefinedPlane>(_ y: Int, edges count: Int, filters: UnsafePointer<Float>, scratch: Scratch,
                                          into plane: Output) {
-        // As many lanes as phases, rounded up: 2x has four phases, and sixteen lanes would be
-        // twice the time here (a 16-lane vector is two 256-bit halves on this machine). Every
-        // lane sums the same products in the same order either way: the output is identical.
-        if ratio == 2 {
-            refineEdges(y, edges: count, filters: filters, scratch: scratch, into: plane, lanes: SIMD4<Float>.self)
-        } else {
-            refineEdges(y, edges: count, filters: filters, scratch: scratch, into: plane, lanes: SIMD16<Float>.self)
-        }
-    }
-
-    @inline(__always)
-    private func refineEdges<Output: RefinedPlane, Lanes: SIMD>(_ y: Int, edges count: Int, filters: UnsafePointer<Float>,
-                                                                scratch: Scratch, into plane: Output, lanes: Lanes.Type)
-    where Lanes.Scalar == Float {
         let list = scratch.list, classes = scratch.classes
+        if ratio == 2 {
+            // Two passes: the filters' sums for every sample of the row, then the blends. One
+            // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
+            // and the processor could overlap little of the next sample with it.
+            let sums = scratch.sums.unsafelyUnwrapped
+            for i in 0..<count {
+                let x = Int(list[i])
+                filterQuads(filters + Int(classes[x]) * EdgeRefiner.quadFloats, scratch: scratch, x: x, into: sums + 16 * i)
+            }
+            for i in 0..<count {
+                let x = Int(list[i])
+                let v = UnsafeRawPointer(sums + 16 * i).load(as: SIMD16<Float>.self), half = v.lowHalf + v.highHalf
+                plane.blend2x(half.lowHalf + half.highHalf, lo: scratch.low[x], hi: scratch.high[x],
+                              alpha: weight(strength: scratch.strength(at: x)), x: 2 * x, y: 2 * y)
+            }
+            return
+        }
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
             let alpha = weight(strength: scratch.strength(at: x))
-            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x, lanes: Lanes.self)
+            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
             let lo = scratch.low[x], hi = scratch.high[x]
             for py in 0..<ratio {
                 for px in 0..<ratio {
@@ -237,26 +259,50 @@ public struct EdgeRefiner: Sendable {
         }
     }
 
-    /// Every tap broadcast against the first `Lanes.scalarCount` phases at once (the packed
-    /// layout holds 16 per tap, one per phase: 2x uses four, 3x nine, 4x sixteen); seven
-    /// partial sums, one per filter row. Pre-expanded sample rows were slower: LLVM turns their
-    /// broadcasts into chains of permutes.
+    /// 3x and 4x: every tap broadcast against the phases at once (the packed layout holds 16
+    /// per tap, one per phase: 3x uses nine, 4x sixteen); seven partial sums, one per filter row.
     @inline(__always)
-    func filter<Lanes: SIMD>(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, lanes: Lanes.Type) -> Lanes where Lanes.Scalar == Float {
-        var acc = Lanes()
+    func filter(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int) -> SIMD16<Float> {
+        var acc = SIMD16<Float>()
         var w = UnsafeRawPointer(f)
         for dy in -3...3 {
             let row = scratch.sampleRow(dy) + x - 3
             // Fused multiply-adds (addProduct), one chain per row. Written as a tree of plain
             // products and adds, LLVM's SLP pass regroups them into shuffles at half the speed.
-            var part = Lanes()
+            var part = SIMD16<Float>()
             for dx in 0..<7 {
-                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: Lanes.self), Lanes(repeating: row[dx]))
+                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: SIMD16<Float>.self), SIMD16<Float>(repeating: row[dx]))
             }
             acc += part
             w += 7 * 64
         }
         return acc
+    }
+
+    /// Four samples, each in four consecutive lanes (one permute).
+    @inline(__always)
+    func spread(_ v: SIMD4<Float>) -> SIMD16<Float> {
+        SIMD16<Float>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
+    }
+
+    /// 2x: four taps of the four phases per product, in `packQuads`' layout against `spread`
+    /// samples: 14 products of 16 lanes per sample instead of 49 of 4 (a 4-lane product costs
+    /// as much as an 8-lane one here, and the 4-lane chains left the loop waiting on them). Two
+    /// chains, taps 0-3 and 4-7 of every row; lanes 4·k + phase are summed by the caller.
+    /// Spreading a 4-sample load beat rows stored pre-spread (fewer and narrower loads).
+    @inline(__always)
+    func filterQuads(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, into sums: UnsafeMutablePointer<Float>) {
+        var a = SIMD16<Float>(), b = SIMD16<Float>()
+        let w = UnsafeRawPointer(f)
+        for dy in -3...3 {
+            let row = UnsafeRawPointer(scratch.sampleRow(dy) + x - 3)
+            let o = (dy + 3) * 128
+            a.addProduct(w.loadUnaligned(fromByteOffset: o, as: SIMD16<Float>.self), spread(row.loadUnaligned(as: SIMD4<Float>.self)))
+            b.addProduct(w.loadUnaligned(fromByteOffset: o + 64, as: SIMD16<Float>.self), spread(row.loadUnaligned(fromByteOffset: 16, as: SIMD4<Float>.self)))
+        }
+        // Stored whole, summed by phase later: where LLVM sees the four-lane sums it splits
+        // the products above into 4-lane pieces and shuffles (measured 1.7x slower).
+        UnsafeMutableRawPointer(sums).storeBytes(of: a + b, as: SIMD16<Float>.self)
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
@@ -303,12 +349,15 @@ public struct EdgeRefiner: Sendable {
         let classes: UnsafeMutablePointer<Int32>
         /// Positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
+        /// For 2x: 16 floats per sample of a row where `filterQuads` leaves its sums.
+        let sums: UnsafeMutablePointer<Float>?
         private var current = 0
 
-        public init(width: Int) {
+        /// Scratch for input rows of `width` samples, refined by `ratio`.
+        public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 7
+            let rows = 8 + 24 + 3 + 7 + (ratio == 2 ? 16 : 0)
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
@@ -322,6 +371,7 @@ public struct EdgeRefiner: Sendable {
             high = base + 39 * stride
             classes = UnsafeMutableRawPointer(base + 40 * stride).assumingMemoryBound(to: Int32.self)
             list = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
+            sums = ratio == 2 ? base + 42 * stride : nil
         }
 
         deinit { memory.deallocate() }
@@ -526,9 +576,26 @@ private func angle2(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Float> {
 }
 
 /// An output plane the refinement can write: `blend` clamps `value` (8-bit units) to
-/// `lo...hi`, mixes it over the Lanczos sample at (x, y) by `alpha` and stores the result.
+/// `lo...hi`, mixes it over the Lanczos sample at (x, y) by `alpha` and stores the result;
+/// `blend2x` does the same for the 2x2 block at (x, y) (values in row-major order).
 protocol RefinedPlane {
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
+    func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
+}
+
+/// `lanczos + alpha · (clamp(values, lo, hi) - lanczos)`, floored after adding 0.5 (as the
+/// scalar conversion truncates a non-negative value), lane by lane as the scalar `blend`.
+@inline(__always)
+private func mix(_ values: SIMD4<Float>, _ lanczos: SIMD4<Float>, lo: Float, hi: Float, alpha: Float) -> SIMD4<UInt32> {
+    let refined = values.replacing(with: lo, where: values .< lo).replacing(with: hi, where: values .> hi)
+    let mixed = (lanczos + alpha * (refined - lanczos) + 0.5).rounded(.down)
+    // Whole numbers below 2^23: the 2^23 trick converts them exactly.
+    return unsafeBitCast(mixed + 8_388_608, to: SIMD4<UInt32>.self) & 0x7F_FFFF
+}
+
+@inline(__always)
+private func float4(_ v: SIMD4<UInt32>) -> SIMD4<Float> {
+    unsafeBitCast(v | 0x4B00_0000, to: SIMD4<Float>.self) - 8_388_608
 }
 
 extension Plane: RefinedPlane {
@@ -539,6 +606,17 @@ extension Plane: RefinedPlane {
         let refined = min(max(value, lo), hi)
         out.pointee = UInt8(lanczos + alpha * (refined - lanczos) + 0.5)
     }
+
+    @inline(__always)
+    func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int) {
+        let top = UnsafeMutableRawPointer(row(y) + x), bottom = UnsafeMutableRawPointer(row(y + 1) + x)
+        // The four bytes in one integer: one vector move, no lane inserts.
+        let word = UInt32(top.loadUnaligned(as: UInt16.self)) | UInt32(bottom.loadUnaligned(as: UInt16.self)) << 16
+        let lanczos = float4(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(word, to: SIMD4<UInt8>.self)))
+        let out = unsafeBitCast(SIMD4<UInt8>(truncatingIfNeeded: mix(values, lanczos, lo: lo, hi: hi, alpha: alpha)), to: UInt32.self)
+        top.storeBytes(of: UInt16(truncatingIfNeeded: out), as: UInt16.self)
+        bottom.storeBytes(of: UInt16(truncatingIfNeeded: out >> 16), as: UInt16.self)
+    }
 }
 
 extension Plane16: RefinedPlane {
@@ -548,5 +626,17 @@ extension Plane16: RefinedPlane {
         let lanczos = Float(out.pointee)
         let refined = min(max(value, lo), hi) * Float(1 << (bitDepth - 8))
         out.pointee = UInt16(lanczos + alpha * (refined - lanczos) + 0.5)
+    }
+
+    @inline(__always)
+    func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int) {
+        let top = UnsafeMutableRawPointer(row(y) + x), bottom = UnsafeMutableRawPointer(row(y + 1) + x)
+        let pair = SIMD2<UInt32>(top.loadUnaligned(as: UInt32.self), bottom.loadUnaligned(as: UInt32.self))
+        let lanczos = float4(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(pair, to: SIMD4<UInt16>.self)))
+        let scale = Float(1 << (bitDepth - 8))
+        let words = unsafeBitCast(SIMD4<UInt16>(truncatingIfNeeded: mix(values * scale, lanczos, lo: lo * scale, hi: hi * scale, alpha: alpha)),
+                                  to: SIMD2<UInt32>.self)
+        top.storeBytes(of: words[0], as: UInt32.self)
+        bottom.storeBytes(of: words[1], as: UInt32.self)
     }
 }

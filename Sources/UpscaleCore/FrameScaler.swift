@@ -56,7 +56,7 @@ public final class FrameScaler: @unchecked Sendable {
         self.refiner = refines ? refiner : nil
         // Video is luma/chroma: the hold is for the luma plane only.
         self.hold = refines && layout.detailPlanes == 0..<1 ? hold : nil
-        refinerScratch = refines ? (0..<scheduler.threads).map { _ in EdgeRefiner.Scratch(width: input.width) } : []
+        refinerScratch = refines ? (0..<scheduler.threads).map { _ in EdgeRefiner.Scratch(width: input.width, ratio: refiner!.ratio) } : []
         let scratchCount = resamplers.map(\.scratchCount).max() ?? 0
         scratch = (0..<scheduler.threads).map { _ in
             let p = UnsafeMutablePointer<Int16>.allocate(capacity: max(scratchCount, 1))
