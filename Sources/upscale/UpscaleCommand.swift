@@ -73,9 +73,13 @@ struct UpscaleCommand: ParsableCommand {
         }
     }
 
+    /// The copy of this process made at start, for the first input (see `Main.main`).
+    static let zygote = ZygoteSlot()
+
     /// Each input in its own child process (this binary again), so that nothing a damaged
     /// file does inside FFmpeg — an assertion, a segfault — can take the whole run down.
     private func runParent() throws {
+        defer { Self.zygote.take()?.dismiss() }
         let console = ConsoleOutput(quiet: quiet)
         let cancel = CancellationFlag()
         let running = RunningChild()
@@ -100,7 +104,12 @@ struct UpscaleCommand: ParsableCommand {
             arguments += ["--", input]
 
             let state = ChildState(title: URL(fileURLWithPath: input).lastPathComponent, console: console)
-            let child = try JobProcess(executable: executable, arguments: arguments, onLine: state.handle)
+            let child: JobProcess
+            if let zygote = Self.zygote.take() {
+                child = try JobProcess(zygote: zygote, arguments: arguments, onLine: state.handle)
+            } else {
+                child = try JobProcess(executable: executable, arguments: arguments, onLine: state.handle)
+            }
             running.set(child)
             let outcome = child.wait()
             running.set(nil)
@@ -230,6 +239,15 @@ struct UpscaleCommand: ParsableCommand {
     }
 }
 
+/// Holds the waiting copy until the first job takes it.
+final class ZygoteSlot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var zygote: Zygote?
+
+    func set(_ z: Zygote?) { lock.withLock { zygote = z } }
+    func take() -> Zygote? { lock.withLock { defer { zygote = nil }; return zygote } }
+}
+
 /// The folder commands: `upscale watch …` and `upscale queue …`.
 struct FolderCommands: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -244,13 +262,26 @@ struct FolderCommands: ParsableCommand {
 @main
 enum Main {
     static func main() {
-        LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let first = arguments.first, ["watch", "queue", "submit", "worker", "dashboard"].contains(first) {
+            LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
             run(FolderCommands.self, arguments)
-        } else {
-            run(UpscaleCommand.self, arguments)
         }
+        // The plain command runs each file in a child process; the first one is a copy of
+        // this process made now, while it has no thread yet (see `Zygote`).
+        if !arguments.isEmpty, !arguments.contains("--child-report-fd") {
+            switch Zygote.start() {
+            case .job(let job):
+                // As if started with these arguments (a test hook reads the input off them).
+                CommandLine.arguments = [CommandLine.arguments[0]] + job
+                LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
+                run(UpscaleCommand.self, job)
+            case .parent(let zygote):
+                UpscaleCommand.zygote.set(zygote)
+            }
+        }
+        LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
+        run(UpscaleCommand.self, arguments)
     }
 
     static func run<Root: ParsableCommand>(_ root: Root.Type, _ arguments: [String]) -> Never {

@@ -8,6 +8,27 @@ int upscale_set_parent_death_signal(int sig);
 
 
 
+/// A copy of this process, made by fork() before the process starts any thread, that
+/// waits to become a job's child process: it skips the dynamic loading and runtime start
+/// a second exec would repeat (a tenth of a second with FFmpeg's and Swift's libraries).
+typedef struct {
+    pid_t pid;
+    /// Parent's end of the pipe the job's arguments are written on (closing it unused ends the copy).
+    int request;
+    /// Parent's end of the child's report pipe (the child's descriptor `report_fd`).
+    int report;
+} upscale_zygote;
+
+/// Forks the copy. In the parent: returns 0 and fills `zygote`, or -1 with errno set. In
+/// the copy: returns 1 once the parent has written the job's arguments (NUL-terminated
+/// strings, `*length` bytes in `*arguments`, malloc'd) and closed its end; by then the copy
+/// is in a process group of its own, has default signal dispositions and an empty signal
+/// mask, gets SIGTERM when the parent dies, has its report pipe on `report_fd` and
+/// `parent_variable` set to the parent's pid. A copy whose parent closes the pipe without
+/// writing, or dies first, exits at once.
+int upscale_zygote_start(upscale_zygote *zygote, int report_fd, const char *parent_variable,
+                         char **arguments, size_t *length);
+
 /// The filesystem type number (statfs f_type) of `path`, or -1.
 long upscale_filesystem_type(const char *path);
 #endif
