@@ -234,7 +234,7 @@ public final class Transcoder {
     ) throws -> Int {
         let videoStream = input.stream(videoIndex)
         let decoded = BoundedQueue<Item>(capacity: 2)
-        let scaled = BoundedQueue<Item>(capacity: 2)
+        let scaled = BoundedQueue<Item>(capacity: 1)
         let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
         let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
