@@ -14,6 +14,7 @@ struct PanBench: ParsableCommand {
 
     @Option(help: "Runs per tool and case.") var runs = 3
     @Flag(help: "Only the 720p cases.") var small = false
+    @Option(help: "Another upscale binary (an earlier build) to run beside this one, alternately.") var baseline: String?
 
     func run() throws {
         guard ChildRun.available("ffmpeg") else {
@@ -30,10 +31,10 @@ struct PanBench: ParsableCommand {
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
         for (clip, width, preset, crf) in cases {
             let out = work + "/out.mp4"
-            let tools: [(String, String, [String])] = [
-                ("upscale", upscaleBinary(), [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]),
-                ("upscale --no-refine", upscaleBinary(), [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--no-refine",
-                                                          "--output", out, "--overwrite", "--quiet"]),
+            let ours = [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]
+            var tools: [(String, String, [String])] = [("upscale", upscaleBinary(), ours), ("upscale --no-refine", upscaleBinary(), ours + ["--no-refine"])]
+            if let baseline { tools += [("baseline", baseline, ours), ("baseline --no-refine", baseline, ours + ["--no-refine"])] }
+            tools += [
                 ("ffmpeg", "ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", clip, "-vf", "scale=\(width):-2:flags=lanczos", "-c:v", "libx265",
                                       "-preset", preset, "-crf", "\(crf)", "-tag:v", "hvc1", "-x265-params", "log-level=error", "-c:a", "copy", out]),
             ]
