@@ -207,6 +207,40 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 
+    /// The first file runs in a copy of the command forked at start (no second exec): one
+    /// child, with the parent's own command line, in a process group of its own (a terminal's
+    /// Ctrl-C reaches only the parent, which forwards it). Killing the parent with SIGKILL
+    /// stops the child, which removes its temporary file.
+    func testFirstFileRunsInAForkedCopyThatStopsWithItsParent() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let (process, _, _) = try launch(["street-2s.mp4", "--scale", "3", "--preset", "slow"], in: dir)
+        let parent = process.processIdentifier
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline && !listing(dir).contains(where: { $0.hasSuffix(".partial") }) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTAssertTrue(listing(dir).contains { $0.hasSuffix(".partial") }, "job never started: \(listing(dir))")
+        let children = (try? String(contentsOfFile: "/proc/\(parent)/task/\(parent)/children", encoding: .utf8)) ?? ""
+        let pids = children.split(separator: " ").compactMap { pid_t($0) }
+        XCTAssertEqual(pids.count, 1, "children: \(children)")
+        let child = try XCTUnwrap(pids.first)
+        let commandLine = { (pid: pid_t) in try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")) }
+        XCTAssertEqual(commandLine(child), commandLine(parent), "the child was started again rather than forked")
+        XCTAssertNotEqual(getpgid(child), getpgid(parent))
+        kill(parent, SIGKILL)
+        process.waitUntilExit()
+        // Running (or stopping) rather than gone or a zombie nobody has reaped yet.
+        let running = { () -> Bool in
+            guard let stat = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            return !stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+        }
+        let gone = Date().addingTimeInterval(20)
+        while Date() < gone && running() { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertFalse(running(), "the child outlived its parent")
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
     static func probeSize(_ url: URL) throws -> String {
         let video = try XCTUnwrap(try MediaProbe.info(url.path).video)
         return "\(video.width)x\(video.height)"
