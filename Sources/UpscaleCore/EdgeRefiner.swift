@@ -328,9 +328,9 @@ public struct EdgeRefiner: Sendable {
     }
     /// Per-worker rows for the refinement: the last 8 input rows as Float, the last 8 rows of
     /// gradient products, and for the current row the column sums of the tensor and, per
-    /// sample, its eigenvalues (trace, spread), the edge test, the class, the 3x3 range and the
-    /// list of edge samples. Rows carry 16 floats of padding on both sides so vector loops can
-    /// run past the ends.
+    /// sample, its eigenvalues (trace, spread), the edge test, the class, the 3x3 range, the
+    /// list of edge samples and (2x) their filters' sums. Rows carry 16 floats of padding on
+    /// both sides so vector loops can run past the ends (the sample rows' padding stays 0).
     public final class Scratch: @unchecked Sendable {
         let width: Int
         let stride: Int
