@@ -15,9 +15,13 @@ public enum TestHook: Equatable, Sendable {
     /// input, contains that text: one file of a batch can crash while the others run.
     public static let current: TestHook? = {
         let env = ProcessInfo.processInfo.environment
-        if let only = env["UPSCALE_TEST_HOOK_ONLY"], !(CommandLine.arguments.last ?? "").contains(only) { return nil }
+        if let only = env["UPSCALE_TEST_HOOK_ONLY"], !((jobArguments ?? CommandLine.arguments).last ?? "").contains(only) { return nil }
         return parse(env["UPSCALE_TEST_HOOK"])
     }()
+
+    /// The arguments of a job run in a forked copy of the command, whose own command line is
+    /// the parent's; set once, before the job starts.
+    nonisolated(unsafe) public static var jobArguments: [String]?
 
     static func parse(_ text: String?) -> TestHook? {
         guard let text else { return nil }

@@ -272,8 +272,8 @@ enum Main {
         if !arguments.isEmpty, !arguments.contains("--child-report-fd") {
             switch Zygote.start() {
             case .job(let job):
-                // As if started with these arguments (a test hook reads the input off them).
-                CommandLine.arguments = [CommandLine.arguments[0]] + job
+                // A test hook reads the job's input off its arguments.
+                TestHook.jobArguments = job
                 LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
                 run(UpscaleCommand.self, job)
             case .parent(let zygote):
