@@ -58,8 +58,9 @@ int upscale_zygote_start(upscale_zygote *zygote, int report_fd, const char *pare
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    prctl(PR_SET_PDEATHSIG, (unsigned long)SIGTERM, 0, 0, 0);
-    if (getppid() != parent) _exit(130);
+    // A parent that dies while the copy waits closes the pipe: the read below ends it. Once
+    // it runs the job, the job's own start (`JobProcess.followParent`) asks for SIGTERM on
+    // the parent's death and checks `parent_variable`, as in a spawned child.
     size_t capacity = 4096, used = 0;
     char *buffer = malloc(capacity);
     if (buffer == NULL) _exit(1);

@@ -164,7 +164,7 @@ public final class JobProcess: @unchecked Sendable {
 /// loading of FFmpeg's, libvips' and Swift's libraries and the runtime's start (about 0.1 s
 /// of wall and CPU time here, 5% of a short 720p job), which the copy has already done.
 /// Everything the child relies on is set up as `JobProcess` sets up a spawned child (own
-/// process group, default signals, report pipe on descriptor 3, death with the parent);
+/// process group, default signals, report pipe on descriptor 3; `followParent` as usual);
 /// the Swift runtime's crash backtrace is off because its signal handlers are reset.
 public final class Zygote: @unchecked Sendable {
     public let pid: pid_t
@@ -217,9 +217,10 @@ public final class Zygote: @unchecked Sendable {
             }
             return true
         }
+        let reason = written ? "" : String(cString: strerror(errno))
         close(request)
         request = -1
-        guard written else { throw JobProcessError("cannot hand the job to its process: \(String(cString: strerror(errno)))") }
+        guard written else { throw JobProcessError("cannot hand the job to its process: \(reason)") }
     }
 
     /// Lets an unused copy exit, and reaps it.

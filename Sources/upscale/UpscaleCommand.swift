@@ -73,13 +73,19 @@ struct UpscaleCommand: ParsableCommand {
         }
     }
 
-    /// The copy of this process made at start, for the first input (see `Main.main`).
-    static let zygote = ZygoteSlot()
+    /// The copy of this process made at start, for the first input (see `Main.main`); set
+    /// before any thread exists, then used on the main thread only.
+    nonisolated(unsafe) static var zygote: Zygote?
+
+    private static func takeZygote() -> Zygote? {
+        defer { zygote = nil }
+        return zygote
+    }
 
     /// Each input in its own child process (this binary again), so that nothing a damaged
     /// file does inside FFmpeg — an assertion, a segfault — can take the whole run down.
     private func runParent() throws {
-        defer { Self.zygote.take()?.dismiss() }
+        defer { Self.takeZygote()?.dismiss() }
         let console = ConsoleOutput(quiet: quiet)
         let cancel = CancellationFlag()
         let running = RunningChild()
@@ -105,7 +111,7 @@ struct UpscaleCommand: ParsableCommand {
 
             let state = ChildState(title: URL(fileURLWithPath: input).lastPathComponent, console: console)
             let child: JobProcess
-            if let zygote = Self.zygote.take() {
+            if let zygote = Self.takeZygote() {
                 child = try JobProcess(zygote: zygote, arguments: arguments, onLine: state.handle)
             } else {
                 child = try JobProcess(executable: executable, arguments: arguments, onLine: state.handle)
@@ -239,15 +245,6 @@ struct UpscaleCommand: ParsableCommand {
     }
 }
 
-/// Holds the waiting copy until the first job takes it.
-final class ZygoteSlot: @unchecked Sendable {
-    private let lock = NSLock()
-    private var zygote: Zygote?
-
-    func set(_ z: Zygote?) { lock.withLock { zygote = z } }
-    func take() -> Zygote? { lock.withLock { defer { zygote = nil }; return zygote } }
-}
-
 /// The folder commands: `upscale watch …` and `upscale queue …`.
 struct FolderCommands: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -262,25 +259,22 @@ struct FolderCommands: ParsableCommand {
 @main
 enum Main {
     static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if let first = arguments.first, ["watch", "queue", "submit", "worker", "dashboard"].contains(first) {
-            LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
-            run(FolderCommands.self, arguments)
-        }
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        let folder = arguments.first.map { ["watch", "queue", "submit", "worker", "dashboard"].contains($0) } ?? false
         // The plain command runs each file in a child process; the first one is a copy of
         // this process made now, while it has no thread yet (see `Zygote`).
-        if !arguments.isEmpty, !arguments.contains("--child-report-fd") {
+        if !folder, !arguments.isEmpty, !arguments.contains("--child-report-fd") {
             switch Zygote.start() {
             case .job(let job):
                 // A test hook reads the job's input off its arguments.
                 TestHook.jobArguments = job
-                LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
-                run(UpscaleCommand.self, job)
+                arguments = job
             case .parent(let zygote):
-                UpscaleCommand.zygote.set(zygote)
+                UpscaleCommand.zygote = zygote
             }
         }
         LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
+        if folder { run(FolderCommands.self, arguments) }
         run(UpscaleCommand.self, arguments)
     }
 

@@ -23,9 +23,9 @@ typedef struct {
 /// the copy: returns 1 once the parent has written the job's arguments (NUL-terminated
 /// strings, `*length` bytes in `*arguments`, malloc'd) and closed its end; by then the copy
 /// is in a process group of its own, has default signal dispositions and an empty signal
-/// mask, gets SIGTERM when the parent dies, has its report pipe on `report_fd` and
-/// `parent_variable` set to the parent's pid. A copy whose parent closes the pipe without
-/// writing, or dies first, exits at once.
+/// mask, its report pipe on `report_fd` and `parent_variable` set to the parent's pid (the
+/// job then follows its parent as a spawned child does). A copy whose parent closes the
+/// pipe without writing, or dies first, exits at once.
 int upscale_zygote_start(upscale_zygote *zygote, int report_fd, const char *parent_variable,
                          char **arguments, size_t *length);
 
