@@ -592,16 +592,10 @@ protocol RefinedPlane {
 /// `lanczos + alpha · (clamp(values, lo, hi) - lanczos)`, floored after adding 0.5 (as the
 /// scalar conversion truncates a non-negative value), lane by lane as the scalar `blend`.
 @inline(__always)
-private func mix(_ values: SIMD4<Float>, _ lanczos: SIMD4<Float>, lo: Float, hi: Float, alpha: Float) -> SIMD4<UInt32> {
+private func mix(_ values: SIMD4<Float>, _ lanczos: SIMD4<Float>, lo: Float, hi: Float, alpha: Float) -> SIMD4<Int32> {
     let refined = values.replacing(with: lo, where: values .< lo).replacing(with: hi, where: values .> hi)
-    let mixed = (lanczos + alpha * (refined - lanczos) + 0.5).rounded(.down)
-    // Whole numbers below 2^23: the 2^23 trick converts them exactly.
-    return unsafeBitCast(mixed + 8_388_608, to: SIMD4<UInt32>.self) & 0x7F_FFFF
-}
-
-@inline(__always)
-private func float4(_ v: SIMD4<UInt32>) -> SIMD4<Float> {
-    unsafeBitCast(v | 0x4B00_0000, to: SIMD4<Float>.self) - 8_388_608
+    // Whole numbers after the floor: `exactInt` converts them exactly.
+    return exactInt((lanczos + alpha * (refined - lanczos) + 0.5).rounded(.down))
 }
 
 extension Plane: RefinedPlane {
@@ -618,7 +612,7 @@ extension Plane: RefinedPlane {
         let top = UnsafeMutableRawPointer(row(y) + x), bottom = UnsafeMutableRawPointer(row(y + 1) + x)
         // The four bytes in one integer: one vector move, no lane inserts.
         let word = UInt32(top.loadUnaligned(as: UInt16.self)) | UInt32(bottom.loadUnaligned(as: UInt16.self)) << 16
-        let lanczos = float4(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(word, to: SIMD4<UInt8>.self)))
+        let lanczos = float(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(word, to: SIMD4<UInt8>.self)))
         let out = unsafeBitCast(SIMD4<UInt8>(truncatingIfNeeded: mix(values, lanczos, lo: lo, hi: hi, alpha: alpha)), to: UInt32.self)
         top.storeBytes(of: UInt16(truncatingIfNeeded: out), as: UInt16.self)
         bottom.storeBytes(of: UInt16(truncatingIfNeeded: out >> 16), as: UInt16.self)
@@ -638,7 +632,7 @@ extension Plane16: RefinedPlane {
     func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int) {
         let top = UnsafeMutableRawPointer(row(y) + x), bottom = UnsafeMutableRawPointer(row(y + 1) + x)
         let pair = SIMD2<UInt32>(top.loadUnaligned(as: UInt32.self), bottom.loadUnaligned(as: UInt32.self))
-        let lanczos = float4(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(pair, to: SIMD4<UInt16>.self)))
+        let lanczos = float(SIMD4<UInt32>(truncatingIfNeeded: unsafeBitCast(pair, to: SIMD4<UInt16>.self)))
         let scale = Float(1 << (bitDepth - 8))
         let words = unsafeBitCast(SIMD4<UInt16>(truncatingIfNeeded: mix(values * scale, lanczos, lo: lo * scale, hi: hi * scale, alpha: alpha)),
                                   to: SIMD2<UInt32>.self)

@@ -43,8 +43,18 @@ func exactInt(_ v: SIMD16<Float>) -> SIMD16<Int32> {
     unsafeBitCast(v + 12_582_912, to: SIMD16<Int32>.self) &- 0x4B40_0000
 }
 
+@inline(__always)
+func exactInt(_ v: SIMD4<Float>) -> SIMD4<Int32> {
+    unsafeBitCast(v + 12_582_912, to: SIMD4<Int32>.self) &- 0x4B40_0000
+}
+
 /// Non-negative 16-bit lanes (below 2^23) as Float, the 2^23 exponent trick.
 @inline(__always)
 func float(_ v: SIMD16<UInt32>) -> SIMD16<Float> {
     unsafeBitCast(v | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
+}
+
+@inline(__always)
+func float(_ v: SIMD4<UInt32>) -> SIMD4<Float> {
+    unsafeBitCast(v | 0x4B00_0000, to: SIMD4<Float>.self) - 8_388_608
 }
