@@ -86,12 +86,13 @@ extension BoardJob {
     /// The page's order: work in progress, then what runs next (priority, then arrival), then
     /// what needs attention, then history (newest first). Compared as tuples.
     static func pageKey(_ job: BoardJob) -> PageKey {
+        let newestFirst = { (rank: Int) in PageKey(rank: rank, first: -(job.finished ?? job.created), second: -Double(job.id)) }
         switch job.state {
         case "running", "finishing": return PageKey(rank: 0, first: 0, second: Double(job.id))
         case "queued", "waiting-for-space": return PageKey(rank: 1, first: -Double(job.priority), second: Double(job.id))
-        case "failed": return PageKey(rank: 2, first: -(job.finished ?? job.created), second: -Double(job.id))
-        case "cancelled": return PageKey(rank: 3, first: -(job.finished ?? job.created), second: -Double(job.id))
-        default: return PageKey(rank: 4, first: -(job.finished ?? job.created), second: -Double(job.id))
+        case "failed": return newestFirst(2)
+        case "cancelled": return newestFirst(3)
+        default: return newestFirst(4)
         }
     }
 

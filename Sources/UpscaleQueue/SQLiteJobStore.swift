@@ -57,8 +57,8 @@ public final class SQLiteJobStore: JobStore {
     }
 
     private static func record(_ row: [String: SQLValue], settings withSettings: Bool) -> JobRecord {
-        let settingsText = withSettings ? row["settings"]?.string ?? "[]" : "[]"
-        let settings = withSettings ? (try? settingsDecoder.decode([String].self, from: Data(settingsText.utf8))) ?? [] : []
+        let settings = withSettings
+            ? (try? settingsDecoder.decode([String].self, from: Data((row["settings"]?.string ?? "[]").utf8))) ?? [] : []
         let id: Int64 = row["id"]?.int64 ?? 0
         let source: String = row["source"]?.string ?? ""
         let size: Int64 = row["size"]?.int64 ?? 0
