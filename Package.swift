@@ -47,8 +47,11 @@ let package = Package(
             pkgConfig: "zimg",
             providers: [.apt(["libzimg-dev"])]
         ),
+        // Header-only: clang vector builtins the core's hot loops need as single instructions.
+        .systemLibrary(name: "CVector"),
         .target(
             name: "UpscaleCore",
+            dependencies: ["CVector"],
             swiftSettings: coreSettings
         ),
         // Seeded damaged copies of media files, for the damaged-input tests and `upscale-bench damage`.

@@ -1,3 +1,4 @@
+import CVector
 import Foundation
 
 /// Learned edge-directed refinement of an integer-ratio Lanczos upscale (RAISR-style, on
@@ -41,7 +42,7 @@ public struct EdgeRefiner: Sendable {
     public let active: [Bool]
     /// The same weights laid out for the inner loop (see `pack`, and `packQuads` for 2x).
     let packed: [Float]
-    private let fadeScale: Float
+    let fadeScale: Float
     private let activeFlags: [UInt8]
 
     public var phases: Int { ratio * ratio }
@@ -242,13 +243,13 @@ public struct EdgeRefiner: Sendable {
                 let x = Int(list[i])
                 let v = UnsafeRawPointer(sums + 16 * i).load(as: SIMD16<Float>.self), half = v.lowHalf + v.highHalf
                 plane.blend2x(half.lowHalf + half.highHalf, lo: scratch.low[x], hi: scratch.high[x],
-                              alpha: weight(strength: scratch.strength(at: x)), x: 2 * x, y: 2 * y)
+                              alpha: scratch.alpha[x], x: 2 * x, y: 2 * y)
             }
             return
         }
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
-            let alpha = weight(strength: scratch.strength(at: x))
+            let alpha = scratch.alpha[x]
             let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
             let lo = scratch.low[x], hi = scratch.high[x]
             for py in 0..<ratio {
@@ -312,8 +313,12 @@ public struct EdgeRefiner: Sendable {
     struct Classifier {
         let edgeLimit: Float, strongLimit: Float
         let coherence0: (Float, Float), coherence1: (Float, Float)
+        /// `weight(strength:)`'s threshold and scale.
+        let fadeStart: Float, fadeScale: Float
 
         init(_ r: EdgeRefiner) {
+            fadeStart = r.strengthThresholds.0
+            fadeScale = r.fadeScale
             edgeLimit = 25 * r.strengthThresholds.0 * r.strengthThresholds.0
             strongLimit = 25 * r.strengthThresholds.1 * r.strengthThresholds.1
             let k0 = r.coherenceThresholds.0, k1 = r.coherenceThresholds.1
@@ -346,6 +351,8 @@ public struct EdgeRefiner: Sendable {
         let edge: UnsafeMutablePointer<Float>
         let low: UnsafeMutablePointer<Float>
         let high: UnsafeMutablePointer<Float>
+        /// `weight(strength:)` of each sample (in chunks with an edge).
+        let alpha: UnsafeMutablePointer<Float>
         let classes: UnsafeMutablePointer<Int32>
         /// Positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
@@ -357,7 +364,7 @@ public struct EdgeRefiner: Sendable {
         public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 7 + (ratio == 2 ? 16 : 0)
+            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 16 : 0)
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
@@ -369,9 +376,10 @@ public struct EdgeRefiner: Sendable {
             edge = base + 37 * stride
             low = base + 38 * stride
             high = base + 39 * stride
-            classes = UnsafeMutableRawPointer(base + 40 * stride).assumingMemoryBound(to: Int32.self)
-            list = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
-            sums = ratio == 2 ? base + 42 * stride : nil
+            alpha = base + 40 * stride
+            classes = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
+            list = UnsafeMutableRawPointer(base + 42 * stride).assumingMemoryBound(to: Int32.self)
+            sums = ratio == 2 ? base + 43 * stride : nil
         }
 
         deinit { memory.deallocate() }
@@ -503,6 +511,14 @@ public struct EdgeRefiner: Sendable {
                 let angle = minimum(maximum(exactInt(angle2(c, half) * (12 / Float.pi) - 0.5), SIMD16<Int32>()), lastAngle)
                 let index = (angle &* 2 &+ exactInt(strong)) &* Int32(EdgeRefiner.coherenceBins) &+ exactInt(coherent)
                 UnsafeMutableRawPointer(classes + x).storeBytes(of: index, as: SIMD16<Int32>.self)
+                // The fade weight, as `strength(at:)` and `weight(strength:)` compute it per
+                // sample, with vector square roots (two scalar ones per sample cost ~7% of a
+                // refined frame).
+                let strength = upscale_sqrt16(positive((t + upscale_sqrt16(q)) * 0.04))
+                // Clamped to 0...1 on the bit patterns: negative floats are negative integers, and
+                // non-negative ones order as integers do.
+                let fade = unsafeBitCast((strength - k.fadeStart) * k.fadeScale, to: SIMD16<Int32>.self)
+                storeBits(minimum(maximum(fade, SIMD16<Int32>()), SIMD16<Int32>(repeating: 0x3F80_0000)), alpha + x)
                 // Range of each 3x3 neighbourhood. Samples are non-negative floats, whose bit
                 // patterns order as integers do: integer min/max.
                 let r0 = sampleRow(-1) + x, r1 = sampleRow(0) + x, r2 = sampleRow(1) + x
