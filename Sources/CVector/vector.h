@@ -1,14 +1,38 @@
-// Lane-wise vector operations for the core's hot loops, as clang's portable vector
-// builtins. Swift's SIMD squareRoot runs lane by lane on this toolchain (a scalar sqrt and a
-// libm call per lane); through these the compiler emits one vector instruction. Nothing here
-// is platform-specific: clang lowers each builtin for whatever target the core is built for.
+// Lane-wise vector operations for the core's hot loops, as clang's vector builtins. Swift's
+// SIMD squareRoot and Int32 → Float conversion run lane by lane on this toolchain (a scalar
+// instruction, or a libm call, per lane); through these the compiler emits one vector
+// instruction. Each has a portable form that clang lowers for any target; the pair dot product
+// uses AVX-512 VNNI's instruction where the core is built for a processor that has it.
 #ifndef UPSCALE_VECTOR_H
 #define UPSCALE_VECTOR_H
 
 typedef float upscale_float16 __attribute__((ext_vector_type(16)));
+typedef float upscale_float4 __attribute__((ext_vector_type(4)));
+typedef int upscale_int4 __attribute__((ext_vector_type(4)));
+typedef int upscale_int16 __attribute__((ext_vector_type(16)));
 
 static inline __attribute__((always_inline)) upscale_float16 upscale_sqrt16(upscale_float16 v) {
     return __builtin_elementwise_sqrt(v);
+}
+
+static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_int4(upscale_int4 v) {
+    return __builtin_convertvector(v, upscale_float4);
+}
+
+/// `acc` plus, in each 32-bit lane, the products of the lane's two 16-bit halves in `a` and `b`
+/// (signed), added: 32 multiply-adds. Wraps on overflow (the callers' sums stay far inside).
+static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(upscale_int16 acc, upscale_int16 a, upscale_int16 b) {
+#if defined(__AVX512VNNI__)
+    typedef int raw __attribute__((__vector_size__(64)));
+    return (upscale_int16)__builtin_ia32_vpdpwssd512((raw)acc, (raw)a, (raw)b);
+#else
+    typedef short halves __attribute__((ext_vector_type(32)));
+    typedef int wide __attribute__((ext_vector_type(32)));
+    wide p = __builtin_convertvector((halves)a, wide) * __builtin_convertvector((halves)b, wide);
+    upscale_int16 even = __builtin_shufflevector(p, p, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    upscale_int16 odd = __builtin_shufflevector(p, p, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return acc + even + odd;
+#endif
 }
 
 #endif

@@ -40,8 +40,11 @@ public struct EdgeRefiner: Sendable {
     /// Per class: whether it is refined. Training turns off classes whose filters gain too little
     /// over Lanczos to be worth their time (and their flicker); their samples keep Lanczos.
     public let active: [Bool]
-    /// The same weights laid out for the inner loop (see `pack`, and `packQuads` for 2x).
+    /// 3x and 4x: the weights laid out for the inner loop (see `pack`); empty for 2x.
     let packed: [Float]
+    /// 2x: the weights in Q14 (`appliedWeight`), laid out for the inner loop (see `packPairs`);
+    /// empty for 3x and 4x.
+    let packedPairs: [Int16]
     let fadeScale: Float
     private let activeFlags: [UInt8]
 
@@ -56,7 +59,8 @@ public struct EdgeRefiner: Sendable {
         self.coherenceThresholds = coherenceThresholds
         self.fade = fade
         self.weights = weights
-        packed = ratio == 2 ? EdgeRefiner.packQuads(weights) : EdgeRefiner.pack(weights, ratio: ratio)
+        packed = ratio == 2 ? [] : EdgeRefiner.pack(weights, ratio: ratio)
+        packedPairs = ratio == 2 ? EdgeRefiner.packPairs(weights) : []
         fadeScale = 1 / fade
         self.active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
         precondition(self.active.count == EdgeRefiner.classCount, "one activity flag per class")
@@ -87,18 +91,31 @@ public struct EdgeRefiner: Sendable {
         return out
     }
 
-    /// 2x: per class and filter row, taps 0-3 and then 4-7 (tap 7 is 0) in 16 floats each,
-    /// lane 4·k + phase for tap k of the quad: against four samples spread over four lanes
-    /// each, one 16-lane product covers four taps of all four phases.
-    static let quadFloats = window * 32
+    /// 2x weights are applied in Q14 (weight × 2^14 rounded, within ±2^15: the trained ones
+    /// are within ±1.1): with 16-bit samples, one vector instruction multiplies and adds 32 pairs.
+    static let pairScale: Float = 16384
 
-    static func packQuads(_ weights: [Float]) -> [Float] {
-        var out = [Float](repeating: 0, count: classCount * quadFloats)
+    static func q14(_ weight: Float) -> Int16 {
+        Int16((weight * pairScale).rounded())
+    }
+
+    /// The weight at `index` of `weights` as `refine` applies it: for 2x its Q14 value.
+    public func appliedWeight(at index: Int) -> Float {
+        ratio == 2 ? Float(EdgeRefiner.q14(weights[index])) / EdgeRefiner.pairScale : weights[index]
+    }
+
+    /// 2x: per class and filter row, 32 16-bit weights: 32-bit lane 4·k + phase holds taps 2k
+    /// and 2k+1 of that phase (tap 7 is 0). Against eight samples as four pairs, each pair
+    /// spread over four lanes, one product covers the row's taps of all four phases.
+    static let pairWords = window * 32
+
+    static func packPairs(_ weights: [Float]) -> [Int16] {
+        var out = [Int16](repeating: 0, count: classCount * pairWords)
         for c in 0..<classCount {
             for p in 0..<4 {
                 for dy in 0..<window {
                     for dx in 0..<window {
-                        out[c * quadFloats + dy * 32 + (dx / 4) * 16 + (dx % 4) * 4 + p] = weights[(c * 4 + p) * taps + dy * window + dx]
+                        out[c * pairWords + dy * 32 + 2 * (4 * (dx / 2) + p) + dx % 2] = q14(weights[(c * 4 + p) * taps + dy * window + dx])
                     }
                 }
             }
@@ -211,42 +228,54 @@ public struct EdgeRefiner: Sendable {
         let first = max(rows.lowerBound, m), end = min(rows.upperBound, h - m)
         guard w > 2 * m, first < end else { return }
         let classifier = Classifier(self)
-        packed.withUnsafeBufferPointer { all in
-            let filters = all.baseAddress!
+        // 2x sums are in Q14 of `Scratch`'s 16-bit samples; this turns them into 8-bit units.
+        let sumScale: Float
+        switch source {
+        case .eight: sumScale = 1 / EdgeRefiner.pairScale
+        case .deep(let plane): sumScale = Float(1 << Scratch.wordShift(plane.bitDepth)) / Float(1 << (plane.bitDepth - 8)) / EdgeRefiner.pairScale
+        }
+        withFilters { filters in
             scratch.start(source, at: first)
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
                 let count = activeFlags.withUnsafeBufferPointer { scratch.collectEdges(from: m, to: w - m, active: $0.baseAddress!) }
                 switch output {
-                case .eight(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
-                case .deep(let plane): refineRow(y, edges: count, filters: filters, scratch: scratch, into: plane)
+                case .eight(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
+                case .deep(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
                 }
             }
         }
     }
 
+    /// This ratio's packed filters (`packedPairs` for 2x, else `packed`).
+    private func withFilters<R>(_ body: (UnsafeRawPointer) -> R) -> R {
+        ratio == 2 ? packedPairs.withUnsafeBytes { body($0.baseAddress!) } : packed.withUnsafeBytes { body($0.baseAddress!) }
+    }
+
     /// Filters and stores the row's edge samples (`collectEdges` listed them). Generic so that
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
-    func refineRow<Output: RefinedPlane>(_ y: Int, edges count: Int, filters: UnsafePointer<Float>, scratch: Scratch,
-                                         into plane: Output) {
+    func refineRow<Output: RefinedPlane>(_ y: Int, edges count: Int, filters: UnsafeRawPointer, sumScale: Float,
+                                         scratch: Scratch, into plane: Output) {
         let list = scratch.list, classes = scratch.classes
         if ratio == 2 {
             // Two passes: the filters' sums for every sample of the row, then the blends. One
             // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
             // and the processor could overlap little of the next sample with it.
             let sums = scratch.sums.unsafelyUnwrapped
+            let pairs = filters.assumingMemoryBound(to: Int16.self)
             for i in 0..<count {
                 let x = Int(list[i])
-                filterQuads(filters + Int(classes[x]) * EdgeRefiner.quadFloats, scratch: scratch, x: x, into: sums + 16 * i)
+                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, scratch: scratch, x: x, into: sums + 16 * i)
             }
             for i in 0..<count {
                 let x = Int(list[i])
-                let v = UnsafeRawPointer(sums + 16 * i).load(as: SIMD16<Float>.self), half = v.lowHalf + v.highHalf
-                plane.blend2x(half.lowHalf + half.highHalf, lo: scratch.low[x], hi: scratch.high[x],
+                let v = UnsafeRawPointer(sums + 16 * i).load(as: SIMD16<Int32>.self), half = v.lowHalf &+ v.highHalf
+                plane.blend2x(upscale_float_from_int4(half.lowHalf &+ half.highHalf) * sumScale, lo: scratch.low[x], hi: scratch.high[x],
                               alpha: scratch.alpha[x], x: 2 * x, y: 2 * y)
             }
             return
         }
+        let filters = filters.assumingMemoryBound(to: Float.self)
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
             let alpha = scratch.alpha[x]
@@ -280,30 +309,29 @@ public struct EdgeRefiner: Sendable {
         return acc
     }
 
-    /// Four samples, each in four consecutive lanes (one permute).
+    /// Four sample pairs, each in four consecutive lanes (one permute).
     @inline(__always)
-    func spread(_ v: SIMD4<Float>) -> SIMD16<Float> {
-        SIMD16<Float>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
+    func spread(_ v: SIMD4<Int32>) -> SIMD16<Int32> {
+        SIMD16<Int32>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
     }
 
-    /// 2x: four taps of the four phases per product, in `packQuads`' layout against `spread`
-    /// samples: 14 products of 16 lanes per sample instead of 49 of 4 (a 4-lane product costs
-    /// as much as an 8-lane one here, and the 4-lane chains left the loop waiting on them). Two
-    /// chains, taps 0-3 and 4-7 of every row; lanes 4·k + phase are summed by the caller.
-    /// Spreading a 4-sample load beat rows stored pre-spread (fewer and narrower loads).
+    /// 2x: one product per filter row covers its eight taps (seven used) of the four phases: the
+    /// row's eight 16-bit samples as four pairs, spread against `packPairs`' layout, 32
+    /// multiply-adds into 16 lanes of 32 bits (AVX-512 VNNI's one instruction where the core
+    /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
+    /// exact integers. Two chains (even and odd rows); lanes 4·k + phase are summed by the caller.
     @inline(__always)
-    func filterQuads(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int, into sums: UnsafeMutablePointer<Float>) {
-        var a = SIMD16<Float>(), b = SIMD16<Float>()
+    func filterPairs(_ f: UnsafePointer<Int16>, scratch: Scratch, x: Int, into sums: UnsafeMutablePointer<Float>) {
+        var a = SIMD16<Int32>(), b = SIMD16<Int32>()
         let w = UnsafeRawPointer(f)
         for dy in -3...3 {
-            let row = UnsafeRawPointer(scratch.sampleRow(dy) + x - 3)
-            let o = (dy + 3) * 128
-            a.addProduct(w.loadUnaligned(fromByteOffset: o, as: SIMD16<Float>.self), spread(row.loadUnaligned(as: SIMD4<Float>.self)))
-            b.addProduct(w.loadUnaligned(fromByteOffset: o + 64, as: SIMD16<Float>.self), spread(row.loadUnaligned(fromByteOffset: 16, as: SIMD4<Float>.self)))
+            let row = UnsafeRawPointer(scratch.wordRow(dy) + x - 3)
+            let product = (w.loadUnaligned(fromByteOffset: (dy + 3) * 64, as: SIMD16<Int32>.self), spread(row.loadUnaligned(as: SIMD4<Int32>.self)))
+            if dy & 1 == 0 { a = upscale_dot_pairs(a, product.1, product.0) } else { b = upscale_dot_pairs(b, product.1, product.0) }
         }
-        // Stored whole, summed by phase later: where LLVM sees the four-lane sums it splits
-        // the products above into 4-lane pieces and shuffles (measured 1.7x slower).
-        UnsafeMutableRawPointer(sums).storeBytes(of: a + b, as: SIMD16<Float>.self)
+        // Stored whole, summed by phase later: where LLVM sees the four-lane sums in the same
+        // loop it splits 16-lane work into 4-lane pieces and shuffles (measured 1.7x slower with floats).
+        UnsafeMutableRawPointer(sums).storeBytes(of: a &+ b, as: SIMD16<Int32>.self)
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
@@ -356,15 +384,18 @@ public struct EdgeRefiner: Sendable {
         let classes: UnsafeMutablePointer<Int32>
         /// Positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
-        /// For 2x: 16 floats per sample of a row where `filterQuads` leaves its sums.
+        /// For 2x: 16 lanes per sample of a row where `filterPairs` leaves its sums.
         let sums: UnsafeMutablePointer<Float>?
+        /// For 2x: the last 8 input rows as 16-bit samples (deep ones shifted right by
+        /// `wordShift`, so that Q14 sums of them fit 32 bits).
+        let words: UnsafeMutablePointer<Int16>?
         private var current = 0
 
         /// Scratch for input rows of `width` samples, refined by `ratio`.
         public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 16 : 0)
+            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 16 + 4 : 0)
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
@@ -380,12 +411,17 @@ public struct EdgeRefiner: Sendable {
             classes = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
             list = UnsafeMutableRawPointer(base + 42 * stride).assumingMemoryBound(to: Int32.self)
             sums = ratio == 2 ? base + 43 * stride : nil
+            words = ratio == 2 ? UnsafeMutableRawPointer(base + 59 * stride).assumingMemoryBound(to: Int16.self) : nil
         }
 
         deinit { memory.deallocate() }
 
         /// Input row `current + dy` as Float.
         @inline(__always) func sampleRow(_ dy: Int) -> UnsafeMutablePointer<Float> { samples + ((current + dy) & 7) * stride }
+        /// Input row `current + dy` as 16-bit samples (2x only).
+        @inline(__always) func wordRow(_ dy: Int) -> UnsafeMutablePointer<Int16> { words.unsafelyUnwrapped + ((current + dy) & 7) * stride }
+        /// Deep samples keep their top 12 bits in `words`.
+        static func wordShift(_ bitDepth: Int) -> Int { max(0, bitDepth - 12) }
         @inline(__always) func productRow(_ y: Int, _ k: Int) -> UnsafeMutablePointer<Float> { products + ((y & 7) * 3 + k) * stride }
 
         /// Prepares rows for the input row `y` (rows y-3 ... y+2 and their products).
@@ -430,6 +466,28 @@ public struct EdgeRefiner: Sendable {
             switch source {
             case .eight(let plane): convert(plane.row(y), into: dst)
             case .deep(let plane): convert(plane.row(y), into: dst, scale: 1 / Float(1 << (plane.bitDepth - 8)))
+            }
+            guard let words else { return }
+            let out = words + (y & 7) * stride
+            switch source {
+            case .eight(let plane):
+                let src = plane.row(y)
+                var x = 0
+                while x + 16 <= width {
+                    let v = SIMD16<Int16>(truncatingIfNeeded: UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt8>.self))
+                    UnsafeMutableRawPointer(out + x).storeBytes(of: v, as: SIMD16<Int16>.self)
+                    x += 16
+                }
+                while x < width { out[x] = Int16(src[x]); x += 1 }
+            case .deep(let plane):
+                let src = plane.row(y), shift = UInt16(Scratch.wordShift(plane.bitDepth))
+                var x = 0
+                while x + 16 <= width {
+                    let v = UnsafeRawPointer(src + x).loadUnaligned(as: SIMD16<UInt16>.self) &>> shift
+                    UnsafeMutableRawPointer(out + x).storeBytes(of: v, as: SIMD16<UInt16>.self)
+                    x += 16
+                }
+                while x < width { out[x] = Int16(src[x] >> shift); x += 1 }
             }
         }
 
