@@ -263,9 +263,13 @@ public struct EdgeRefiner: Sendable {
             // and the processor could overlap little of the next sample with it.
             let sums = scratch.sums.unsafelyUnwrapped
             let pairs = filters.assumingMemoryBound(to: Int16.self)
+            // The seven rows' addresses once per row (the ring's index arithmetic per product
+            // and sample cost more integer work than the products' own).
+            let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
+                        scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
             for i in 0..<count {
                 let x = Int(list[i])
-                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, scratch: scratch, x: x, into: sums + 16 * i)
+                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, rows: rows, x: x, into: sums + 16 * i)
             }
             for i in 0..<count {
                 let x = Int(list[i])
@@ -309,6 +313,9 @@ public struct EdgeRefiner: Sendable {
         return acc
     }
 
+    typealias SevenRows = (UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>,
+                           UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>)
+
     /// Four sample pairs, each in four consecutive lanes (one permute).
     @inline(__always)
     func spread(_ v: SIMD4<Int32>) -> SIMD16<Int32> {
@@ -321,14 +328,18 @@ public struct EdgeRefiner: Sendable {
     /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
     /// exact integers. Two chains (even and odd rows); lanes 4·k + phase are summed by the caller.
     @inline(__always)
-    func filterPairs(_ f: UnsafePointer<Int16>, scratch: Scratch, x: Int, into sums: UnsafeMutablePointer<Float>) {
-        var a = SIMD16<Int32>(), b = SIMD16<Int32>()
+    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, into sums: UnsafeMutablePointer<Float>) {
         let w = UnsafeRawPointer(f)
-        for dy in -3...3 {
-            let row = UnsafeRawPointer(scratch.wordRow(dy) + x - 3)
-            let product = (w.loadUnaligned(fromByteOffset: (dy + 3) * 64, as: SIMD16<Int32>.self), spread(row.loadUnaligned(as: SIMD4<Int32>.self)))
-            if dy & 1 == 0 { a = upscale_dot_pairs(a, product.1, product.0) } else { b = upscale_dot_pairs(b, product.1, product.0) }
+        @inline(__always) func product(_ row: UnsafeMutablePointer<Int16>, _ k: Int) -> (SIMD16<Int32>, SIMD16<Int32>) {
+            (spread(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
         }
+        var p = product(rows.0, 0), a = upscale_dot_pairs(SIMD16<Int32>(), p.0, p.1)
+        p = product(rows.1, 1); var b = upscale_dot_pairs(SIMD16<Int32>(), p.0, p.1)
+        p = product(rows.2, 2); a = upscale_dot_pairs(a, p.0, p.1)
+        p = product(rows.3, 3); b = upscale_dot_pairs(b, p.0, p.1)
+        p = product(rows.4, 4); a = upscale_dot_pairs(a, p.0, p.1)
+        p = product(rows.5, 5); b = upscale_dot_pairs(b, p.0, p.1)
+        p = product(rows.6, 6); a = upscale_dot_pairs(a, p.0, p.1)
         // Stored whole, summed by phase later: where LLVM sees the four-lane sums in the same
         // loop it splits 16-lane work into 4-lane pieces and shuffles (measured 1.7x slower with floats).
         UnsafeMutableRawPointer(sums).storeBytes(of: a &+ b, as: SIMD16<Int32>.self)
