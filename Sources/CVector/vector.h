@@ -10,13 +10,39 @@ typedef float upscale_float16 __attribute__((ext_vector_type(16)));
 typedef float upscale_float4 __attribute__((ext_vector_type(4)));
 typedef int upscale_int4 __attribute__((ext_vector_type(4)));
 typedef int upscale_int16 __attribute__((ext_vector_type(16)));
+typedef unsigned char upscale_bytes16 __attribute__((ext_vector_type(16)));
 
 static inline __attribute__((always_inline)) upscale_float16 upscale_sqrt16(upscale_float16 v) {
     return __builtin_elementwise_sqrt(v);
 }
 
+static inline __attribute__((always_inline)) upscale_float16 upscale_clamp16(upscale_float16 v, upscale_float16 lo, upscale_float16 hi) {
+    return __builtin_elementwise_min(__builtin_elementwise_max(v, lo), hi);
+}
+
 static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_int4(upscale_int4 v) {
     return __builtin_convertvector(v, upscale_float4);
+}
+
+static inline __attribute__((always_inline)) upscale_float16 upscale_float_from_bytes16(upscale_bytes16 v) {
+    return __builtin_convertvector(v, upscale_float16);
+}
+
+/// Values in 0 ..< 256, truncated to bytes.
+static inline __attribute__((always_inline)) upscale_bytes16 upscale_bytes_from_float16(upscale_float16 v) {
+    return __builtin_convertvector(__builtin_convertvector(v, upscale_int16), upscale_bytes16);
+}
+
+/// Lane i of `table` at lane `index[i]` (0 ... 15).
+static inline __attribute__((always_inline)) upscale_int16 upscale_lookup16(upscale_int16 table, upscale_int16 index) {
+#if defined(__AVX512F__)
+    typedef int raw __attribute__((__vector_size__(64)));
+    return (upscale_int16)__builtin_ia32_permvarsi512((raw)table, (raw)index);
+#else
+    upscale_int16 out;
+    for (int i = 0; i < 16; i++) out[i] = table[index[i] & 15];
+    return out;
+#endif
 }
 
 /// `acc` plus, in each 32-bit lane, the products of the lane's two 16-bit halves in `a` and `b`

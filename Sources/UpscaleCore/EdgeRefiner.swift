@@ -46,7 +46,6 @@ public struct EdgeRefiner: Sendable {
     /// empty for 3x and 4x.
     let packedPairs: [Int16]
     let fadeScale: Float
-    private let activeFlags: [UInt8]
 
     public var phases: Int { ratio * ratio }
 
@@ -64,7 +63,6 @@ public struct EdgeRefiner: Sendable {
         fadeScale = 1 / fade
         self.active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
         precondition(self.active.count == EdgeRefiner.classCount, "one activity flag per class")
-        activeFlags = self.active.map { $0 ? 1 : 0 }
     }
 
     /// The trained refiner for an exact integer ratio between input and output, if there is one.
@@ -165,9 +163,9 @@ public struct EdgeRefiner: Sendable {
     public static let margin = 3
 
     /// The structure of every refinable input sample, computed by the code `refine` uses:
-    /// strength (0 at the margin), coherence (only where the strength reaches the threshold,
-    /// else 0) and class index (-1 where the strength is under the threshold or at the margin).
-    /// `refine` changes the samples of active classes.
+    /// strength (0 at the margin), coherence (only where the strength reaches the threshold and
+    /// the class is active, else 0) and class index (-1 where the strength is under the threshold,
+    /// at the margin, or where the class is inactive). `refine` changes the samples with a class.
     public func analyze(_ source: Plane) -> (strength: [Float], coherence: [Float], classes: [Int32]) {
         let w = source.width, h = source.height
         var strength = [Float](repeating: 0, count: w * h), classes = [Int32](repeating: -1, count: w * h)
@@ -238,7 +236,7 @@ public struct EdgeRefiner: Sendable {
             scratch.start(source, at: first)
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
-                let count = activeFlags.withUnsafeBufferPointer { scratch.collectEdges(from: m, to: w - m, active: $0.baseAddress!) }
+                let count = scratch.collectEdges(from: m, to: w - m)
                 switch output {
                 case .eight(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
                 case .deep(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
@@ -263,20 +261,16 @@ public struct EdgeRefiner: Sendable {
             // and the processor could overlap little of the next sample with it.
             let sums = scratch.sums.unsafelyUnwrapped
             let pairs = filters.assumingMemoryBound(to: Int16.self)
+            let m = EdgeRefiner.margin
             // The seven rows' addresses once per row (the ring's index arithmetic per product
             // and sample cost more integer work than the products' own).
             let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
                         scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
             for i in 0..<count {
                 let x = Int(list[i])
-                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, rows: rows, x: x, into: sums + 16 * i)
+                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, rows: rows, x: x, scale: sumScale, into: sums + 4 * x)
             }
-            for i in 0..<count {
-                let x = Int(list[i])
-                let v = UnsafeRawPointer(sums + 16 * i).load(as: SIMD16<Int32>.self), half = v.lowHalf &+ v.highHalf
-                plane.blend2x(upscale_float_from_int4(half.lowHalf &+ half.highHalf) * sumScale, lo: scratch.low[x], hi: scratch.high[x],
-                              alpha: scratch.alpha[x], x: 2 * x, y: 2 * y)
-            }
+            plane.blendRow2x(2 * y, from: m, to: scratch.width - m, edges: count, scratch: scratch)
             return
         }
         let filters = filters.assumingMemoryBound(to: Float.self)
@@ -326,9 +320,11 @@ public struct EdgeRefiner: Sendable {
     /// row's eight 16-bit samples as four pairs, spread against `packPairs`' layout, 32
     /// multiply-adds into 16 lanes of 32 bits (AVX-512 VNNI's one instruction where the core
     /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
-    /// exact integers. Two chains (even and odd rows); lanes 4·k + phase are summed by the caller.
+    /// exact integers. Two chains (even and odd rows); lanes 4·k + phase summed, scaled to
+    /// 8-bit units and stored as the sample's four values (2x2 block in row-major order) at
+    /// `sums`.
     @inline(__always)
-    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, into sums: UnsafeMutablePointer<Float>) {
+    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: UnsafeMutablePointer<Float>) {
         let w = UnsafeRawPointer(f)
         @inline(__always) func product(_ row: UnsafeMutablePointer<Int16>, _ k: Int) -> (SIMD16<Int32>, SIMD16<Int32>) {
             (spread(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
@@ -340,9 +336,8 @@ public struct EdgeRefiner: Sendable {
         p = product(rows.4, 4); a = upscale_dot_pairs(a, p.0, p.1)
         p = product(rows.5, 5); b = upscale_dot_pairs(b, p.0, p.1)
         p = product(rows.6, 6); a = upscale_dot_pairs(a, p.0, p.1)
-        // Stored whole, summed by phase later: where LLVM sees the four-lane sums in the same
-        // loop it splits 16-lane work into 4-lane pieces and shuffles (measured 1.7x slower with floats).
-        UnsafeMutableRawPointer(sums).storeBytes(of: a &+ b, as: SIMD16<Int32>.self)
+        let all = a &+ b, half = all.lowHalf &+ all.highHalf
+        UnsafeMutableRawPointer(sums).storeBytes(of: upscale_float_from_int4(half.lowHalf &+ half.highHalf) * scale, as: SIMD4<Float>.self)
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
@@ -354,8 +349,13 @@ public struct EdgeRefiner: Sendable {
         let coherence0: (Float, Float), coherence1: (Float, Float)
         /// `weight(strength:)`'s threshold and scale.
         let fadeStart: Float, fadeScale: Float
+        /// Bit c of the 144-bit string in lanes 0-4 is set where class c is active.
+        let activeWords: SIMD16<Int32>
 
         init(_ r: EdgeRefiner) {
+            var words = SIMD16<Int32>()
+            for (c, on) in r.active.enumerated() where on { words[c >> 5] |= Int32(bitPattern: 1 << UInt32(c & 31)) }
+            activeWords = words
             fadeStart = r.strengthThresholds.0
             fadeScale = r.fadeScale
             edgeLimit = 25 * r.strengthThresholds.0 * r.strengthThresholds.0
@@ -395,8 +395,11 @@ public struct EdgeRefiner: Sendable {
         let classes: UnsafeMutablePointer<Int32>
         /// Positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
-        /// For 2x: 16 lanes per sample of a row where `filterPairs` leaves its sums.
+        /// For 2x: 4 floats per sample of the row (at 4·x), where `filterPairs` leaves each edge
+        /// sample's four values; other samples hold earlier values (always finite).
         let sums: UnsafeMutablePointer<Float>?
+        /// For 2x: `alpha` where the sample is refined (listed by `collectEdges`), else 0.
+        let blendAlpha: UnsafeMutablePointer<Float>?
         /// For 2x: the last 8 input rows as 16-bit samples (deep ones shifted right by
         /// `wordShift`, so that Q14 sums of them fit 32 bits).
         let words: UnsafeMutablePointer<Int16>?
@@ -406,7 +409,7 @@ public struct EdgeRefiner: Sendable {
         public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 16 + 4 : 0)
+            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 5 + 1 + 4 : 0)
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
@@ -422,7 +425,8 @@ public struct EdgeRefiner: Sendable {
             classes = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
             list = UnsafeMutableRawPointer(base + 42 * stride).assumingMemoryBound(to: Int32.self)
             sums = ratio == 2 ? base + 43 * stride : nil
-            words = ratio == 2 ? UnsafeMutableRawPointer(base + 59 * stride).assumingMemoryBound(to: Int16.self) : nil
+            blendAlpha = ratio == 2 ? base + 48 * stride : nil
+            words = ratio == 2 ? UnsafeMutableRawPointer(base + 49 * stride).assumingMemoryBound(to: Int16.self) : nil
         }
 
         deinit { memory.deallocate() }
@@ -449,9 +453,10 @@ public struct EdgeRefiner: Sendable {
             classify(row: y, classifier)
         }
 
-        /// Writes the positions in `from..<to` whose edge test passes and whose class is active
-        /// (`active`: 1 or 0 per class) to `list`; returns how many.
-        func collectEdges(from start: Int, to end: Int, active: UnsafePointer<UInt8>) -> Int {
+        /// Writes the positions in `from..<to` whose edge test passes (`classify` failed it for
+        /// inactive classes) to `list`; returns how many. For 2x also fills `blendAlpha` over
+        /// `from..<to` (and up to 15 samples beyond).
+        func collectEdges(from start: Int, to end: Int) -> Int {
             let powers = SIMD16<Int32>(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
             var count = 0, x = start
             while x < end {
@@ -461,10 +466,14 @@ public struct EdgeRefiner: Sendable {
                 let negative = UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Int32>.self) &>> 31
                 var bits = UInt32(truncatingIfNeeded: (~negative & powers).wrappedSum())
                 if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
+                if let blendAlpha {
+                    // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
+                    UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
+                                                                    as: SIMD16<Int32>.self)
+                }
                 while bits != 0 {
-                    let at = x + bits.trailingZeroBitCount
-                    list[count] = Int32(truncatingIfNeeded: at)
-                    count &+= Int(active[Int(classes[at])])
+                    list[count] = Int32(truncatingIfNeeded: x + bits.trailingZeroBitCount)
+                    count &+= 1
                     bits &= bits &- 1
                 }
                 x += 16
@@ -580,6 +589,10 @@ public struct EdgeRefiner: Sendable {
                 let angle = minimum(maximum(exactInt(angle2(c, half) * (12 / Float.pi) - 0.5), SIMD16<Int32>()), lastAngle)
                 let index = (angle &* 2 &+ exactInt(strong)) &* Int32(EdgeRefiner.coherenceBins) &+ exactInt(coherent)
                 UnsafeMutableRawPointer(classes + x).storeBytes(of: index, as: SIMD16<Int32>.self)
+                // Samples of inactive classes fail the edge test (-1): they keep Lanczos, and
+                // no later step looks their class up.
+                let off = ((upscale_lookup16(k.activeWords, index &>> 5) &>> (index & 31)) & 1) &- 1
+                storeBits((unsafeBitCast(e, to: SIMD16<Int32>.self) & ~off) | (Int32(bitPattern: (-1 as Float).bitPattern) & off), edge + x)
                 // The fade weight, as `strength(at:)` and `weight(strength:)` compute it per
                 // sample, with vector square roots (two scalar ones per sample cost ~7% of a
                 // refined frame).
@@ -672,6 +685,27 @@ private func angle2(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Float> {
 protocol RefinedPlane {
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
     func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
+    /// 2x: blends the refined samples of input row `y / 2` (`scratch`'s `sums`, `low`, `high`
+    /// and `blendAlpha` over `from..<to`; `edges` of them listed) into output rows y and y + 1.
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch)
+}
+
+extension RefinedPlane {
+    /// One 2x2 block per listed sample.
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch) {
+        let sums = scratch.sums.unsafelyUnwrapped
+        for i in 0..<count {
+            let x = Int(scratch.list[i])
+            blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
+                    alpha: scratch.alpha[x], x: 2 * x, y: y)
+        }
+    }
+}
+
+/// Each lane twice, in order.
+@inline(__always)
+private func twice(_ v: SIMD8<Float>) -> SIMD16<Float> {
+    SIMD16<Float>(v[0], v[0], v[1], v[1], v[2], v[2], v[3], v[3], v[4], v[4], v[5], v[5], v[6], v[6], v[7], v[7])
 }
 
 /// `lanczos + alpha · (clamp(values, lo, hi) - lanczos)`, floored after adding 0.5 (as the
@@ -684,6 +718,48 @@ private func mix(_ values: SIMD4<Float>, _ lanczos: SIMD4<Float>, lo: Float, hi:
 }
 
 extension Plane: RefinedPlane {
+    /// Eight input samples (16 output samples per row) at a time, wherever one of them is
+    /// refined: the samples that are not keep their Lanczos value exactly (alpha 0, finite
+    /// stand-in values). Per listed sample the arithmetic is `blend2x`'s, lane for lane. On
+    /// detailed pictures most runs of eight have a refined sample; one block per sample cost
+    /// about as much as its filter.
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch) {
+        let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
+        let top = row(y), bottom = row(y + 1)
+        var x = start
+        while x + 8 <= end {
+            let a = UnsafeRawPointer(alphas + x).loadUnaligned(as: SIMD8<Float>.self)
+            if any(a .!= 0) {
+                let s0 = UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD16<Float>.self)
+                let s1 = UnsafeRawPointer(sums + 4 * x + 16).loadUnaligned(as: SIMD16<Float>.self)
+                let upper = SIMD16<Float>(s0[0], s0[1], s0[4], s0[5], s0[8], s0[9], s0[12], s0[13],
+                                          s1[0], s1[1], s1[4], s1[5], s1[8], s1[9], s1[12], s1[13])
+                let lower = SIMD16<Float>(s0[2], s0[3], s0[6], s0[7], s0[10], s0[11], s0[14], s0[15],
+                                          s1[2], s1[3], s1[6], s1[7], s1[10], s1[11], s1[14], s1[15])
+                let lo = twice(UnsafeRawPointer(scratch.low + x).loadUnaligned(as: SIMD8<Float>.self))
+                let hi = twice(UnsafeRawPointer(scratch.high + x).loadUnaligned(as: SIMD8<Float>.self))
+                let alpha = twice(a)
+                @inline(__always) func store(_ values: SIMD16<Float>, _ out: UnsafeMutablePointer<UInt8>) {
+                    let raw = UnsafeMutableRawPointer(out)
+                    let lanczos = upscale_float_from_bytes16(raw.loadUnaligned(as: SIMD16<UInt8>.self))
+                    let refined = upscale_clamp16(values, lo, hi)
+                    // Truncation is `blend2x`'s floor here: the mix is within 0 ... 255.
+                    raw.storeBytes(of: upscale_bytes_from_float16(lanczos + alpha * (refined - lanczos) + 0.5), as: SIMD16<UInt8>.self)
+                }
+                store(upper, top + 2 * x)
+                store(lower, bottom + 2 * x)
+            }
+            x += 8
+        }
+        while x < end {
+            if alphas[x] != 0 {
+                blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
+                        alpha: alphas[x], x: 2 * x, y: y)
+            }
+            x += 1
+        }
+    }
+
     @inline(__always)
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int) {
         let out = row(y) + x
