@@ -33,6 +33,12 @@ static inline __attribute__((always_inline)) upscale_bytes16 upscale_bytes_from_
     return __builtin_convertvector(__builtin_convertvector(v, upscale_int16), upscale_bytes16);
 }
 
+/// Bit i set where lane i is negative (its sign bit is set).
+static inline __attribute__((always_inline)) unsigned short upscale_sign_bits16(upscale_int16 v) {
+    typedef _Bool flags __attribute__((ext_vector_type(16)));
+    return __builtin_bit_cast(unsigned short, __builtin_convertvector(v < 0, flags));
+}
+
 /// Lane i of `table` at lane `index[i]` (0 ... 15).
 static inline __attribute__((always_inline)) upscale_int16 upscale_lookup16(upscale_int16 table, upscale_int16 index) {
 #if defined(__AVX512F__)

@@ -236,10 +236,9 @@ public struct EdgeRefiner: Sendable {
             scratch.start(source, at: first)
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
-                let count = scratch.collectEdges(from: m, to: w - m)
                 switch output {
-                case .eight(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
-                case .deep(let plane): refineRow(y, edges: count, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
+                case .eight(let plane): refineRow(y, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
+                case .deep(let plane): refineRow(y, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
                 }
             }
         }
@@ -252,27 +251,40 @@ public struct EdgeRefiner: Sendable {
 
     /// Filters and stores the row's edge samples (`collectEdges` listed them). Generic so that
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
-    func refineRow<Output: RefinedPlane>(_ y: Int, edges count: Int, filters: UnsafeRawPointer, sumScale: Float,
+    func refineRow<Output: RefinedPlane>(_ y: Int, filters: UnsafeRawPointer, sumScale: Float,
                                          scratch: Scratch, into plane: Output) {
-        let list = scratch.list, classes = scratch.classes
+        let classes = scratch.classes, m = EdgeRefiner.margin, end = scratch.width - m
         if ratio == 2 {
             // Two passes: the filters' sums for every sample of the row, then the blends. One
             // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
             // and the processor could overlap little of the next sample with it.
-            let sums = scratch.sums.unsafelyUnwrapped
+            let sums = scratch.sums.unsafelyUnwrapped, blendAlpha = scratch.blendAlpha.unsafelyUnwrapped
             let pairs = filters.assumingMemoryBound(to: Int16.self)
-            let m = EdgeRefiner.margin
             // The seven rows' addresses once per row (the ring's index arithmetic per product
             // and sample cost more integer work than the products' own).
             let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
                         scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
-            for i in 0..<count {
-                let x = Int(list[i])
-                filterPairs(pairs + Int(classes[x]) * EdgeRefiner.pairWords, rows: rows, x: x, scale: sumScale, into: sums + 4 * x)
+            var x = m
+            while x < end {
+                // The edge samples of 16 as bits, one step per set bit (no list: it cost a
+                // store and a load per sample).
+                let edge = UnsafeRawPointer(scratch.edge + x).loadUnaligned(as: SIMD16<Int32>.self), negative = edge &>> 31
+                // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
+                UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(scratch.alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
+                                                                as: SIMD16<Int32>.self)
+                var bits = UInt32(~upscale_sign_bits16(edge))
+                if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
+                while bits != 0 {
+                    let at = x + bits.trailingZeroBitCount
+                    filterPairs(pairs + Int(classes[at]) * EdgeRefiner.pairWords, rows: rows, x: at, scale: sumScale, into: sums + 4 * at)
+                    bits &= bits &- 1
+                }
+                x += 16
             }
-            plane.blendRow2x(2 * y, from: m, to: scratch.width - m, edges: count, scratch: scratch)
+            plane.blendRow2x(2 * y, from: m, to: end, scratch: scratch)
             return
         }
+        let count = scratch.collectEdges(from: m, to: end), list = scratch.list
         let filters = filters.assumingMemoryBound(to: Float.self)
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
@@ -454,23 +466,15 @@ public struct EdgeRefiner: Sendable {
         }
 
         /// Writes the positions in `from..<to` whose edge test passes (`classify` failed it for
-        /// inactive classes) to `list`; returns how many. For 2x also fills `blendAlpha` over
-        /// `from..<to` (and up to 15 samples beyond).
+        /// inactive classes) to `list`; returns how many.
         func collectEdges(from start: Int, to end: Int) -> Int {
-            let powers = SIMD16<Int32>(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
             var count = 0, x = start
             while x < end {
                 // A bit per sample whose edge test passed (its sign bit is clear), then one
                 // step per set bit: photos have an edge in most runs of 16 samples, and a step
                 // per sample cost more than the filters' sums in some rows.
-                let negative = UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Int32>.self) &>> 31
-                var bits = UInt32(truncatingIfNeeded: (~negative & powers).wrappedSum())
+                var bits = UInt32(~upscale_sign_bits16(UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Int32>.self)))
                 if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
-                if let blendAlpha {
-                    // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
-                    UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
-                                                                    as: SIMD16<Int32>.self)
-                }
                 while bits != 0 {
                     list[count] = Int32(truncatingIfNeeded: x + bits.trailingZeroBitCount)
                     count &+= 1
@@ -686,18 +690,17 @@ protocol RefinedPlane {
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
     func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
     /// 2x: blends the refined samples of input row `y / 2` (`scratch`'s `sums`, `low`, `high`
-    /// and `blendAlpha` over `from..<to`; `edges` of them listed) into output rows y and y + 1.
-    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch)
+    /// and `blendAlpha` over `from..<to`) into output rows y and y + 1.
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch)
 }
 
 extension RefinedPlane {
-    /// One 2x2 block per listed sample.
-    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch) {
-        let sums = scratch.sums.unsafelyUnwrapped
-        for i in 0..<count {
-            let x = Int(scratch.list[i])
+    /// One 2x2 block per refined sample (alpha above 0: at 0 the block keeps Lanczos anyway).
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
+        let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
+        for x in start..<end where alphas[x] != 0 {
             blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
-                    alpha: scratch.alpha[x], x: 2 * x, y: y)
+                    alpha: alphas[x], x: 2 * x, y: y)
         }
     }
 }
@@ -723,7 +726,7 @@ extension Plane: RefinedPlane {
     /// stand-in values). Per listed sample the arithmetic is `blend2x`'s, lane for lane. On
     /// detailed pictures most runs of eight have a refined sample; one block per sample cost
     /// about as much as its filter.
-    func blendRow2x(_ y: Int, from start: Int, to end: Int, edges count: Int, scratch: EdgeRefiner.Scratch) {
+    func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
         let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
         let top = row(y), bottom = row(y + 1)
         var x = start
