@@ -16,6 +16,14 @@ static inline __attribute__((always_inline)) upscale_float16 upscale_sqrt16(upsc
     return __builtin_elementwise_sqrt(v);
 }
 
+static inline __attribute__((always_inline)) upscale_int16 upscale_min16(upscale_int16 a, upscale_int16 b) {
+    return __builtin_elementwise_min(a, b);
+}
+
+static inline __attribute__((always_inline)) upscale_int16 upscale_max16(upscale_int16 a, upscale_int16 b) {
+    return __builtin_elementwise_max(a, b);
+}
+
 static inline __attribute__((always_inline)) upscale_float16 upscale_clamp16(upscale_float16 v, upscale_float16 lo, upscale_float16 hi) {
     return __builtin_elementwise_min(__builtin_elementwise_max(v, lo), hi);
 }

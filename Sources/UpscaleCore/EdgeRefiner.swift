@@ -416,6 +416,10 @@ public struct EdgeRefiner: Sendable {
         /// `wordShift`, so that Q14 sums of them fit 32 bits).
         let words: UnsafeMutablePointer<Int16>?
         private var current = 0
+        /// The input row whose tensor column sums `columns` holds (-1: none yet).
+        private var columnsRow = -1
+        /// Whether column sums may be updated row to row (see `classify`).
+        private var exactSums = true
 
         /// Scratch for input rows of `width` samples, refined by `ratio`.
         public init(width: Int, ratio: Int) {
@@ -453,6 +457,13 @@ public struct EdgeRefiner: Sendable {
 
         /// Prepares rows for the input row `y` (rows y-3 ... y+2 and their products).
         func start(_ source: Samples, at y: Int) {
+            columnsRow = -1
+            // Gradient products are multiples of 2^-2 (8-bit) or 2^-6 (9, 10-bit) below 2^14, so
+            // every partial sum of a column is exact in Float: a running sum gives the same bits.
+            switch source {
+            case .eight: exactSums = true
+            case .deep(let plane): exactSums = plane.bitDepth <= 10
+            }
             for k in (y - 3)...(y + 2) { convert(source, row: k) }
             for k in (y - 2)...(y + 1) { computeProducts(row: k) }
         }
@@ -559,15 +570,25 @@ public struct EdgeRefiner: Sendable {
         /// class and 3x3 range.
         private func classify(row y: Int, _ k: Classifier) {
             for p in 0..<3 {
-                let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
-                let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
                 let column = columns + p * stride
                 var x = -16
-                while x < width + 16 {
-                    storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
-                    x += 16
+                if exactSums && columnsRow == y - 1 {
+                    // The previous row's sums plus the row entering the window, minus the one leaving.
+                    let entering = productRow(y + 2, p), leaving = productRow(y - 3, p)
+                    while x < width + 16 {
+                        storeVector((load(column + x) + load(entering + x)) - load(leaving + x), column + x)
+                        x += 16
+                    }
+                } else {
+                    let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
+                    let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
+                    while x < width + 16 {
+                        storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
+                        x += 16
+                    }
                 }
             }
+            columnsRow = y
             let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
             let lastAngle = SIMD16<Int32>(repeating: Int32(EdgeRefiner.angles - 1))
             var x = 0
