@@ -102,9 +102,9 @@ public struct EdgeRefiner: Sendable {
         ratio == 2 ? Float(EdgeRefiner.q14(weights[index])) / EdgeRefiner.pairScale : weights[index]
     }
 
-    /// 2x: per class and filter row, 32 16-bit weights: 32-bit lane 4·k + phase holds taps 2k
-    /// and 2k+1 of that phase (tap 7 is 0). Against eight samples as four pairs, each pair
-    /// spread over four lanes, one product covers the row's taps of all four phases.
+    /// 2x: per class and filter row, 32 16-bit weights: 32-bit lane 4·phase + k holds taps 2k
+    /// and 2k+1 of that phase (tap 7 is 0). Against the row's eight samples as four pairs,
+    /// repeated four times, one product covers the row's taps of all four phases.
     static let pairWords = window * 32
 
     static func packPairs(_ weights: [Float]) -> [Int16] {
@@ -113,7 +113,7 @@ public struct EdgeRefiner: Sendable {
             for p in 0..<4 {
                 for dy in 0..<window {
                     for dx in 0..<window {
-                        out[c * pairWords + dy * 32 + 2 * (4 * (dx / 2) + p) + dx % 2] = q14(weights[(c * 4 + p) * taps + dy * window + dx])
+                        out[c * pairWords + dy * 32 + 2 * (4 * p + dx / 2) + dx % 2] = q14(weights[(c * 4 + p) * taps + dy * window + dx])
                     }
                 }
             }
@@ -322,24 +322,25 @@ public struct EdgeRefiner: Sendable {
     typealias SevenRows = (UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>,
                            UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>)
 
-    /// Four sample pairs, each in four consecutive lanes (one permute).
+    /// Four sample pairs, four times over: one 16-byte broadcast load, no shuffle (a permute
+    /// per product, the layout before, competed with the products for the vector units).
     @inline(__always)
-    func spread(_ v: SIMD4<Int32>) -> SIMD16<Int32> {
-        SIMD16<Int32>(v[0], v[0], v[0], v[0], v[1], v[1], v[1], v[1], v[2], v[2], v[2], v[2], v[3], v[3], v[3], v[3])
+    func repeated(_ v: SIMD4<Int32>) -> SIMD16<Int32> {
+        SIMD16<Int32>(v[0], v[1], v[2], v[3], v[0], v[1], v[2], v[3], v[0], v[1], v[2], v[3], v[0], v[1], v[2], v[3])
     }
 
     /// 2x: one product per filter row covers its eight taps (seven used) of the four phases: the
-    /// row's eight 16-bit samples as four pairs, spread against `packPairs`' layout, 32
+    /// row's eight 16-bit samples as four pairs, repeated against `packPairs`' layout, 32
     /// multiply-adds into 16 lanes of 32 bits (AVX-512 VNNI's one instruction where the core
     /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
-    /// exact integers. Two chains (even and odd rows); lanes 4·k + phase summed, scaled to
+    /// exact integers. Two chains (even and odd rows); each phase's four lanes summed, scaled to
     /// 8-bit units and stored as the sample's four values (2x2 block in row-major order) at
     /// `sums`.
     @inline(__always)
     func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: UnsafeMutablePointer<Float>) {
         let w = UnsafeRawPointer(f)
         @inline(__always) func product(_ row: UnsafeMutablePointer<Int16>, _ k: Int) -> (SIMD16<Int32>, SIMD16<Int32>) {
-            (spread(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
+            (repeated(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
         }
         var p = product(rows.0, 0), a = upscale_dot_pairs(SIMD16<Int32>(), p.0, p.1)
         p = product(rows.1, 1); var b = upscale_dot_pairs(SIMD16<Int32>(), p.0, p.1)
@@ -348,8 +349,14 @@ public struct EdgeRefiner: Sendable {
         p = product(rows.4, 4); a = upscale_dot_pairs(a, p.0, p.1)
         p = product(rows.5, 5); b = upscale_dot_pairs(b, p.0, p.1)
         p = product(rows.6, 6); a = upscale_dot_pairs(a, p.0, p.1)
-        let all = a &+ b, half = all.lowHalf &+ all.highHalf
-        UnsafeMutableRawPointer(sums).storeBytes(of: upscale_float_from_int4(half.lowHalf &+ half.highHalf) * scale, as: SIMD4<Float>.self)
+        // Lanes 4·phase ... 4·phase + 3 summed: neighbours, then neighbouring pairs (shuffles
+        // within 128 bits), then lanes 0, 4, 8 and 12.
+        let all = a &+ b
+        let one = all &+ SIMD16<Int32>(all[1], all[0], all[3], all[2], all[5], all[4], all[7], all[6],
+                                       all[9], all[8], all[11], all[10], all[13], all[12], all[15], all[14])
+        let two = one &+ SIMD16<Int32>(one[2], one[3], one[0], one[1], one[6], one[7], one[4], one[5],
+                                       one[10], one[11], one[8], one[9], one[14], one[15], one[12], one[13])
+        UnsafeMutableRawPointer(sums).storeBytes(of: upscale_float_from_int4(SIMD4<Int32>(two[0], two[4], two[8], two[12])) * scale, as: SIMD4<Float>.self)
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
