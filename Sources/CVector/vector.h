@@ -24,6 +24,10 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_max16(upscale
     return __builtin_elementwise_max(a, b);
 }
 
+static inline __attribute__((always_inline)) upscale_float16 upscale_maxf16(upscale_float16 a, upscale_float16 b) {
+    return __builtin_elementwise_max(a, b);
+}
+
 static inline __attribute__((always_inline)) upscale_float16 upscale_clamp16(upscale_float16 v, upscale_float16 lo, upscale_float16 hi) {
     return __builtin_elementwise_min(__builtin_elementwise_max(v, lo), hi);
 }

@@ -18,10 +18,12 @@ func maximum(_ a: SIMD16<Int32>, _ b: SIMD16<Int32>) -> SIMD16<Int32> {
     upscale_max16(a, b)
 }
 
-/// max(v, 0) without a lane-by-lane select.
+/// max(v, 0), one instruction (CVector). Where v < 0 this is +0 (the product form it replaces
+/// gave -0); every caller adds, subtracts, multiplies or takes the root of it, which treats
+/// both zeros alike.
 @inline(__always)
 func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    v * step(v)
+    upscale_maxf16(v, SIMD16<Float>())
 }
 
 /// 1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
