@@ -64,7 +64,7 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_lookup16(upsc
 }
 
 /// `acc` plus, in each 32-bit lane, the products of the lane's two 16-bit halves in `a` and `b`
-/// (signed), added: 32 multiply-adds. Wraps on overflow (the callers' sums stay far inside).
+/// (signed), added: 32 multiply-adds. The callers' sums stay far inside 32 bits.
 static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(upscale_int16 acc, upscale_int16 a, upscale_int16 b) {
 #if defined(__AVX512VNNI__)
     typedef int raw __attribute__((__vector_size__(64)));

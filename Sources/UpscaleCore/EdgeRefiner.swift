@@ -94,7 +94,9 @@ public struct EdgeRefiner: Sendable {
     static let pairScale: Float = 16384
 
     static func q14(_ weight: Float) -> Int16 {
-        Int16((weight * pairScale).rounded())
+        let q = (weight * pairScale).rounded()
+        precondition(abs(q) <= Float(Int16.max), "2x refinement weights must lie within ±2 (they are applied in Q14)")
+        return Int16(q)
     }
 
     /// The weight at `index` of `weights` as `refine` applies it: for 2x its Q14 value.
@@ -108,6 +110,12 @@ public struct EdgeRefiner: Sendable {
     static let pairWords = window * 32
 
     static func packPairs(_ weights: [Float]) -> [Int16] {
+        // 12-bit samples (the most `Scratch.words` holds) times a filter's Q14 weights must sum
+        // inside 32 bits: at most 2^31 / 4096 in absolute weights, that is 32 in plain ones.
+        for f in 0..<(weights.count / taps) {
+            precondition(weights[(f * taps)..<((f + 1) * taps)].reduce(0) { $0 + abs(Int32(q14($1))) } < 1 << 19,
+                         "2x refinement filters must have absolute weights summing under 32")
+        }
         var out = [Int16](repeating: 0, count: classCount * pairWords)
         for c in 0..<classCount {
             for p in 0..<4 {
@@ -389,11 +397,12 @@ public struct EdgeRefiner: Sendable {
             coherence1 = factors(k1)
         }
     }
-    /// Per-worker rows for the refinement: the last 8 input rows as Float, the last 8 rows of
-    /// gradient products, and for the current row the column sums of the tensor and, per
-    /// sample, its eigenvalues (trace, spread), the edge test, the class, the 3x3 range, the
-    /// list of edge samples and (2x) their filters' sums. Rows carry 16 floats of padding on
-    /// both sides so vector loops can run past the ends (the sample rows' padding stays 0).
+    /// Per-worker rows for the refinement: the last 8 input rows as Float (and for 2x as 16-bit
+    /// samples), the last 8 rows of gradient products, and for the current row the column sums
+    /// of the tensor and, per sample, its eigenvalues (trace, spread), the edge test, the class,
+    /// the 3x3 range, the fade weight, and either the list of edge samples (3x, 4x) or the
+    /// filters' values and the blend weights (2x). Rows carry 16 floats of padding on both sides
+    /// so vector loops can run past the ends (the sample rows' padding stays 0).
     public final class Scratch: @unchecked Sendable {
         let width: Int
         let stride: Int
@@ -412,12 +421,12 @@ public struct EdgeRefiner: Sendable {
         /// `weight(strength:)` of each sample (in chunks with an edge).
         let alpha: UnsafeMutablePointer<Float>
         let classes: UnsafeMutablePointer<Int32>
-        /// Positions of the current row's edge samples (see `collectEdges`).
+        /// 3x and 4x: positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
         /// For 2x: 4 floats per sample of the row (at 4·x), where `filterPairs` leaves each edge
         /// sample's four values; other samples hold earlier values (always finite).
         let sums: UnsafeMutablePointer<Float>?
-        /// For 2x: `alpha` where the sample is refined (listed by `collectEdges`), else 0.
+        /// For 2x: `alpha` where the sample passed the edge test (and so was filtered), else 0.
         let blendAlpha: UnsafeMutablePointer<Float>?
         /// For 2x: the last 8 input rows as 16-bit samples (deep ones shifted right by
         /// `wordShift`, so that Q14 sums of them fit 32 bits).
