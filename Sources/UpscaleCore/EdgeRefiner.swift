@@ -623,11 +623,12 @@ public struct EdgeRefiner: Sendable {
                     x += 16
                     continue
                 }
-                let strong = step(q - gap1 * gap1)
+                // -1/0 lane masks: the negated strength bin and coherence bin.
+                let strong = signClear(q - gap1 * gap1)
                 let t2 = t * t
-                let coherent = step(q * k.coherence0.0 - t2 * k.coherence0.1) + step(q * k.coherence1.0 - t2 * k.coherence1.1)
+                let coherent = signClear(q * k.coherence0.0 - t2 * k.coherence0.1) &+ signClear(q * k.coherence1.0 - t2 * k.coherence1.1)
                 let angle = orientationBin(c, half)
-                let index = (angle &* 2 &+ exactInt(strong)) &* Int32(EdgeRefiner.coherenceBins) &+ exactInt(coherent)
+                let index = (angle &* 2 &- strong) &* Int32(EdgeRefiner.coherenceBins) &- coherent
                 UnsafeMutableRawPointer(classes + x).storeBytes(of: index, as: SIMD16<Int32>.self)
                 // Samples of inactive classes fail the edge test (-1): they keep Lanczos, and
                 // no later step looks their class up.
@@ -702,26 +703,26 @@ public struct EdgeRefiner: Sendable {
 @inline(__always)
 func orientationBin(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Int32> {
     typealias V = SIMD16<Float>
-    let magnitude = SIMD16<Int32>(repeating: 0x7FFF_FFFF)
-    let bx = unsafeBitCast(x, to: SIMD16<Int32>.self) & magnitude, by = unsafeBitCast(y, to: SIMD16<Int32>.self) & magnitude
+    typealias I = SIMD16<Int32>
+    let magnitude = I(repeating: 0x7FFF_FFFF)
+    let bx = unsafeBitCast(x, to: I.self) & magnitude, by = unsafeBitCast(y, to: I.self) & magnitude
     let big = unsafeBitCast(maximum(bx, by), to: V.self), small = unsafeBitCast(minimum(bx, by), to: V.self)
     let at15 = big * 0.267_949_19, at30 = big * 0.577_350_27
     // Bin within the octant counted upwards (a boundary belongs to the bin above it; at 45°,
-    // small = big, that is the next octant's first) and downwards (it belongs to the bin below).
-    let up: V = (step(small - at15) + step(small - at30)) + step(small - big)
-    let down: V = signBit(0 - small) + signBit(at15 - small) + signBit(at30 - small)
-    // Octant base (in bins) and direction after each mirroring.
-    let swap = signBit(unsafeBitCast(bx, to: V.self) - unsafeBitCast(by, to: V.self))
-    var base: V = 6 * swap, sign: V = 1 - 2 * swap
-    let left = signBit(x + 0)
-    base += left * (12 - 2 * base)
-    sign *= 1 - 2 * left
-    let below = signBit(y + 0)
-    base += below * (24 - 2 * base)
-    sign *= 1 - 2 * below
-    let rising: V = (1 + sign) * 0.5, falling: V = (1 - sign) * 0.5
-    let bin: V = base + rising * up - falling * down
-    return minimum(maximum(exactInt(bin), SIMD16<Int32>()), SIMD16<Int32>(repeating: Int32(EdgeRefiner.angles - 1)))
+    // small = big, that is the next octant's first) and downwards (it belongs to the bin below),
+    // as sums of -1/0 lane masks: minus the counts.
+    let up = (signClear(small - at15) &+ signClear(small - at30)) &+ signClear(small - big)
+    let down = (signSet(0 - small) &+ signSet(at15 - small)) &+ signSet(at30 - small)
+    // Octant base (in bins) after each mirroring, and whether an odd number of them reversed
+    // the direction bins count in. Masks select: b ^ ((a ^ b) & m) is a where m is -1, else b.
+    let swap = (bx &- by) &>> 31, left = signSet(x + 0), below = signSet(y + 0)
+    let base0 = swap & 6
+    let base1 = base0 ^ ((base0 ^ (12 &- base0)) & left)
+    let base2 = base1 ^ ((base1 ^ (24 &- base1)) & below)
+    let reversed = swap ^ left ^ below
+    let rising = 0 &- up
+    let bin = base2 &+ (rising ^ ((rising ^ down) & reversed))
+    return minimum(maximum(bin, I()), I(repeating: Int32(EdgeRefiner.angles - 1)))
 }
 
 /// An output plane the refinement can write: `blend` clamps `value` (8-bit units) to

@@ -32,6 +32,18 @@ func step(_ v: SIMD16<Float>) -> SIMD16<Float> {
     1 - signBit(v)
 }
 
+/// -1 where v's sign bit is set, else 0, as an integer lane mask (one shift).
+@inline(__always)
+func signSet(_ v: SIMD16<Float>) -> SIMD16<Int32> {
+    unsafeBitCast(v, to: SIMD16<Int32>.self) &>> 31
+}
+
+/// -1 where v's sign bit is clear (v ≥ 0, +0 included), else 0: `step` as a lane mask.
+@inline(__always)
+func signClear(_ v: SIMD16<Float>) -> SIMD16<Int32> {
+    ~signSet(v)
+}
+
 /// 1 where v's sign bit is set, else 0 (no per-lane selects).
 @inline(__always)
 func signBit(_ v: SIMD16<Float>) -> SIMD16<Float> {
