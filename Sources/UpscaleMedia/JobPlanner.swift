@@ -153,7 +153,7 @@ public enum JobPlanner {
     }
 
     public static func plan(input: String, options: UpscaleOptions, multipleInputs: Bool = false) throws -> Job {
-        let info = try MediaProbe.info(input)
+        let info = try MediaProbe.info(input, keepForJob: true)
         guard let display = info.displaySize, info.video != nil else {
             throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
         }

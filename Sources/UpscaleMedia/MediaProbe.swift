@@ -73,9 +73,12 @@ public struct PacketRecord: Sendable, Equatable {
 }
 
 public enum MediaProbe {
-    public static func info(_ path: String) throws -> MediaInfo {
+    /// `keepForJob`: the opened file is kept for the transcoder of the job being planned (see
+    /// `InputFile.keepProbed`).
+    public static func info(_ path: String, keepForJob: Bool = false) throws -> MediaInfo {
         MediaLibrary.configure()
         let input = try InputFile(path: path)
+        if keepForJob { InputFile.keepProbed(input) }
         var streams: [StreamInfo] = []
         for i in 0..<input.streamCount {
             let s = input.stream(i)

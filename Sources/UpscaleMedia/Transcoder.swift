@@ -73,7 +73,7 @@ public final class Transcoder {
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> TranscodeSummary {
         MediaLibrary.configure()
         let start = Date()
-        let input = try InputFile(path: job.input)
+        let input = try InputFile.takeProbed(path: job.input) ?? InputFile(path: job.input)
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4),
