@@ -29,6 +29,7 @@ final class InputFile {
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
         }
         context = ctx
+        InputFile.probed.countOpen(path)
         let probed = avformat_find_stream_info(ctx, nil)
         if probed < 0 {
             // deinit closes the context: every stored property is set, so it runs on this throw.
@@ -55,6 +56,11 @@ final class InputFile {
 
     static func takeProbed(path: String) -> InputFile? {
         probed.take(path: path)
+    }
+
+    /// How many times this process has opened and probed `path` (for the tests).
+    static func opens(of path: String) -> Int {
+        probed.opens(of: path)
     }
 
     var streamCount: Int { Int(context.pointee.nb_streams) }
@@ -95,6 +101,19 @@ extension AVRational {
 private final class ProbedSlot: @unchecked Sendable {
     private let lock = NSLock()
     private var kept: (input: InputFile, stamp: [FileAttributeKey: Any])?
+    private var openCounts: [String: Int] = [:]
+
+    func countOpen(_ path: String) {
+        lock.lock()
+        openCounts[path, default: 0] += 1
+        lock.unlock()
+    }
+
+    func opens(of path: String) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return openCounts[path] ?? 0
+    }
 
     private static func stamp(_ path: String) -> [FileAttributeKey: Any]? {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }

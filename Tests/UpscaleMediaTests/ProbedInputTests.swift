@@ -35,7 +35,7 @@ final class ProbedInputTests: XCTestCase {
         let input = dir.appendingPathComponent("street-2s.mp4").path
         let job = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 384))
         _ = try Transcoder(job: job).run()
-        XCTAssertNil(InputFile.takeProbed(path: input), "the transcoder took the kept file")
+        XCTAssertEqual(InputFile.opens(of: input), 1, "planned and transcoded with one open and probe")
         // Every picture of the input, at the same times, read through the kept file.
         XCTAssertEqual(try Measure.videoSeconds(job.output), try Measure.videoSeconds(input))
     }
