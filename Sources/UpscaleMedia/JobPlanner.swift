@@ -152,8 +152,11 @@ public enum JobPlanner {
         return "\(base) Upscaled.\(ext)"
     }
 
-    public static func plan(input: String, options: UpscaleOptions, multipleInputs: Bool = false) throws -> Job {
-        let info = try MediaProbe.info(input, keepForJob: true)
+    /// `keepProbe`: the caller transcodes this job next, in this process, so the opened and
+    /// probed input is kept for its transcoder (see `InputFile.keepProbed`). Callers that only
+    /// plan (a watcher, a submit) leave it off and keep no file open.
+    public static func plan(input: String, options: UpscaleOptions, multipleInputs: Bool = false, keepProbe: Bool = false) throws -> Job {
+        let info = try MediaProbe.info(input, keepForJob: keepProbe)
         guard let display = info.displaySize, info.video != nil else {
             throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
         }

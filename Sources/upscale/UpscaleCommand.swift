@@ -165,7 +165,7 @@ struct UpscaleCommand: ParsableCommand {
                 try runStill(input: input, reporter: reporter, logger: logger)
                 return
             }
-            var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch)
+            var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch, keepProbe: !childPlanOnly)
             if let text = ProcessInfo.processInfo.environment["UPSCALE_STALL_SECONDS"], let seconds = Double(text) {
                 job.stallSeconds = seconds
             }

@@ -7,21 +7,24 @@ final class ProbedInputTests: XCTestCase {
     func testThePlansProbedFileIsHandedOnceToItsTranscoder() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
-        _ = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        _ = try JobPlanner.plan(input: input, options: UpscaleOptions(), keepProbe: true)
         let kept = try XCTUnwrap(InputFile.takeProbed(path: input), "the plan keeps its probed file")
         XCTAssertEqual(kept.path, input)
         XCTAssertGreaterThan(kept.streamCount, 0)
         XCTAssertNil(InputFile.takeProbed(path: input), "taken once")
         // Another file's transcoder does not get it.
-        _ = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        _ = try JobPlanner.plan(input: input, options: UpscaleOptions(), keepProbe: true)
         XCTAssertNil(InputFile.takeProbed(path: input + ".other"))
         XCTAssertNil(InputFile.takeProbed(path: input), "a mismatched take empties the slot")
+        // A caller that only plans keeps nothing open.
+        _ = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        XCTAssertNil(InputFile.takeProbed(path: input), "plan-only callers keep no file")
     }
 
     func testAFileChangedSinceItsPlanIsOpenedAfresh() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
-        _ = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        _ = try JobPlanner.plan(input: input, options: UpscaleOptions(), keepProbe: true)
         // Appending changes size and modification time: the kept probe may describe other bytes.
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: input))
         try handle.seekToEnd()
@@ -33,7 +36,7 @@ final class ProbedInputTests: XCTestCase {
     func testTranscodingAfterThePlanUsesTheKeptFileAndEncodesEveryFrame() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
-        let job = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 384))
+        let job = try JobPlanner.plan(input: input, options: UpscaleOptions(width: 384), keepProbe: true)
         _ = try Transcoder(job: job).run()
         XCTAssertEqual(InputFile.opens(of: input), 1, "planned and transcoded with one open and probe")
         // Every picture of the input, at the same times, read through the kept file.
