@@ -257,7 +257,7 @@ public struct EdgeRefiner: Sendable {
         ratio == 2 ? packedPairs.withUnsafeBytes { body($0.baseAddress!) } : packed.withUnsafeBytes { body($0.baseAddress!) }
     }
 
-    /// Filters and stores the row's edge samples (`collectEdges` listed them). Generic so that
+    /// Filters and stores the row's edge samples (those that passed `classify`'s edge test). Generic so that
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
     func refineRow<Output: RefinedPlane>(_ y: Int, filters: UnsafeRawPointer, sumScale: Float,
                                          scratch: Scratch, into plane: Output) {
@@ -609,8 +609,7 @@ public struct EdgeRefiner: Sendable {
             var x = 0
             while x < width {
                 let a = box(cxx + x), b = box(cyy + x), c = box(cxy + x)
-                // Eigenvalues t ± √q; every test below is squared so no lane needs a square root
-                // (SIMD squareRoot runs lane by lane here).
+                // Eigenvalues t ± √q; every test below is squared, so none needs a square root.
                 let half = (a - b) * 0.5, t = (a + b) * 0.5
                 let q = half * half + c * c
                 storeVector(t, trace + x)
@@ -737,8 +736,12 @@ protocol RefinedPlane {
 }
 
 extension RefinedPlane {
-    /// One 2x2 block per refined sample (alpha above 0: at 0 the block keeps Lanczos anyway).
     func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
+        blendEach2x(y, from: start, to: end, scratch: scratch)
+    }
+
+    /// One 2x2 block per refined sample (alpha above 0: at 0 the block keeps Lanczos anyway).
+    func blendEach2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
         let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
         for x in start..<end where alphas[x] != 0 {
             blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
@@ -796,13 +799,7 @@ extension Plane: RefinedPlane {
             }
             x += 8
         }
-        while x < end {
-            if alphas[x] != 0 {
-                blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
-                        alpha: alphas[x], x: 2 * x, y: y)
-            }
-            x += 1
-        }
+        blendEach2x(y, from: x, to: end, scratch: scratch)
     }
 
     @inline(__always)

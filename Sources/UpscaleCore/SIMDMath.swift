@@ -1,6 +1,6 @@
 import CVector
 
-/// Vector helpers for the core's hot loops, written with bit operations because the
+/// Vector helpers for the core's hot loops, written with bit operations or CVector's builtins because the
 /// standard library's versions are not inlined on this toolchain: a call returns a
 /// SIMD16 through four xmm registers and keeps the code around it 128 bits wide
 /// (pointwiseMin/Max, Float ↔ integer conversions, lane narrowing and widening).
@@ -26,29 +26,16 @@ func positive(_ v: SIMD16<Float>) -> SIMD16<Float> {
     upscale_maxf16(v, SIMD16<Float>())
 }
 
-/// 1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
-@inline(__always)
-func step(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    1 - signBit(v)
-}
-
 /// -1 where v's sign bit is set, else 0, as an integer lane mask (one shift).
 @inline(__always)
 func signSet(_ v: SIMD16<Float>) -> SIMD16<Int32> {
     unsafeBitCast(v, to: SIMD16<Int32>.self) &>> 31
 }
 
-/// -1 where v's sign bit is clear (v ≥ 0, +0 included), else 0: `step` as a lane mask.
+/// -1 where v's sign bit is clear (v ≥ 0, +0 included), else 0.
 @inline(__always)
 func signClear(_ v: SIMD16<Float>) -> SIMD16<Int32> {
     ~signSet(v)
-}
-
-/// 1 where v's sign bit is set, else 0 (no per-lane selects).
-@inline(__always)
-func signBit(_ v: SIMD16<Float>) -> SIMD16<Float> {
-    let bit = unsafeBitCast(v, to: SIMD16<UInt32>.self) &>> 31
-    return unsafeBitCast(bit | 0x4B00_0000, to: SIMD16<Float>.self) - 8_388_608
 }
 
 /// Values in -2^22..<2^22 rounded to the nearest integer (ties to even) as Int32 (the 1.5·2^23 trick).

@@ -83,7 +83,7 @@ public struct TemporalHold: Sendable {
 
     /// How far the held sample stays behind the frame, given their difference d = frame - held:
     /// all of d up to `lo`; above it `lo`, shrinking linearly to nothing at `lo + 1/slope`.
-    /// So the held value never lags by more than `lo`. Branch-free: max(v, 0) as v·step(v).
+    /// So the held value never lags by more than `lo`. Branch-free (`positive` is max(v, 0)).
     @inline(__always)
     static func lag(_ d: SIMD16<Float>, lo: Float, slope: Float) -> SIMD16<Float> {
         let bits = unsafeBitCast(d, to: SIMD16<UInt32>.self)
