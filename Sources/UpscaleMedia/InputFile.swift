@@ -29,7 +29,7 @@ final class InputFile {
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
         }
         context = ctx
-        InputFile.probed.countOpen(path)
+        InputFile.probed.countOpen()
         let probed = avformat_find_stream_info(ctx, nil)
         if probed < 0 {
             // deinit closes the context: every stored property is set, so it runs on this throw.
@@ -58,10 +58,8 @@ final class InputFile {
         probed.take(path: path)
     }
 
-    /// How many times this process has opened and probed `path` (for the tests).
-    static func opens(of path: String) -> Int {
-        probed.opens(of: path)
-    }
+    /// How many inputs this process has opened and probed (for the tests).
+    static var opens: Int { probed.opens }
 
     var streamCount: Int { Int(context.pointee.nb_streams) }
 
@@ -100,28 +98,35 @@ extension AVRational {
 
 private final class ProbedSlot: @unchecked Sendable {
     private let lock = NSLock()
-    private var kept: (input: InputFile, stamp: [FileAttributeKey: Any])?
-    private var openCounts: [String: Int] = [:]
+    /// What the kept probe was made from: the file's size and modification time.
+    private struct Stamp: Equatable {
+        let size: Int, modified: Date?
 
-    func countOpen(_ path: String) {
+        init?(_ path: String) {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                  let size = (attributes[.size] as? NSNumber)?.intValue else { return nil }
+            self.size = size
+            modified = attributes[.modificationDate] as? Date
+        }
+    }
+
+    private var kept: (input: InputFile, stamp: Stamp)?
+    private var openCount = 0
+
+    func countOpen() {
         lock.lock()
-        openCounts[path, default: 0] += 1
+        openCount += 1
         lock.unlock()
     }
 
-    func opens(of path: String) -> Int {
+    var opens: Int {
         lock.lock()
         defer { lock.unlock() }
-        return openCounts[path] ?? 0
-    }
-
-    private static func stamp(_ path: String) -> [FileAttributeKey: Any]? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
-        return attributes.filter { $0.key == .size || $0.key == .modificationDate }
+        return openCount
     }
 
     func put(_ input: InputFile) {
-        let stamp = ProbedSlot.stamp(input.path)
+        let stamp = Stamp(input.path)
         lock.lock()
         defer { lock.unlock() }
         kept = stamp.map { (input, $0) }
@@ -132,9 +137,7 @@ private final class ProbedSlot: @unchecked Sendable {
         let taken = kept
         kept = nil
         lock.unlock()
-        guard let taken, taken.input.path == path, let now = ProbedSlot.stamp(path),
-              (now[.size] as? NSNumber) == (taken.stamp[.size] as? NSNumber),
-              (now[.modificationDate] as? Date) == (taken.stamp[.modificationDate] as? Date) else { return nil }
+        guard let taken, taken.input.path == path, Stamp(path) == taken.stamp else { return nil }
         return taken.input
     }
 }
