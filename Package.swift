@@ -33,7 +33,8 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "CFFmpeg",
-            pkgConfig: "libavformat libavcodec libavfilter libswscale libswresample libavutil",
+            // libavfilter-dev for its headers only: the deinterlacer opens the library at run time.
+            pkgConfig: "libavformat libavcodec libswscale libswresample libavutil",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavfilter-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev"])]
         ),
         .systemLibrary(

@@ -9,6 +9,9 @@ struct ChildRun {
     /// that map it, so library pages a parent and its child share count once (what the
     /// tree costs the machine; RSS counts them once per process).
     var peakPSS: Int = 0
+    /// Peak RSS of the largest single process in the tree (what `/usr/bin/time -v` reports
+    /// as "Maximum resident set size": the most of any one process, not the tree's sum).
+    var peakLargest: Int = 0
     /// CPU seconds of the process and the descendants it waited for (wait4's rusage).
     var user: Double = 0
     var system: Double = 0
@@ -29,10 +32,12 @@ struct ChildRun {
         // each file in a child process of its own, so the figure is the resident memory of the
         // child and all its descendants together, at its highest sample (every 20 ms).
         var status: Int32 = 0
-        var peak = 0, peakPSS = 0, samples = 0
+        var peak = 0, peakPSS = 0, peakLargest = 0, samples = 0
         var usage = rusage()
         while true {
-            peak = max(peak, residentTree(pid))
+            let each = treeProcesses(pid).map { resident($0) }
+            peak = max(peak, each.reduce(0, +))
+            peakLargest = max(peakLargest, each.max() ?? 0)
             // PSS every 200 ms: smaps_rollup walks every page table of the tree, several ms
             // for a 3 GB process (every 20 ms it took a quarter of a core from the run).
             if samples % 10 == 0 { peakPSS = max(peakPSS, residentTree(pid, field: "Pss:", file: "smaps_rollup")) }
@@ -45,8 +50,8 @@ struct ChildRun {
         let seconds = monotonicSeconds() - start
         let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         let cpu = { (t: timeval) in Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        return ChildRun(status: exitCode, seconds: seconds, peakRSS: peak, peakPSS: peakPSS, user: cpu(usage.ru_utime),
-                        system: cpu(usage.ru_stime))
+        return ChildRun(status: exitCode, seconds: seconds, peakRSS: peak, peakPSS: peakPSS, peakLargest: peakLargest,
+                        user: cpu(usage.ru_utime), system: cpu(usage.ru_stime))
     }
 
     /// Whether `name` is an executable on PATH.
@@ -67,16 +72,24 @@ func upscaleBinary() -> String {
 /// Resident bytes of `pid` and its descendants (from /proc/<pid>/status and task/*/children);
 /// with `field: "Pss:", file: "smaps_rollup"` their proportional set size.
 func residentTree(_ pid: pid_t, field: String = "VmRSS:", file: String = "status") -> Int {
-    var total = 0
-    if let text = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8),
-       let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-       let kib = Int(line.split(separator: " ").dropFirst().first ?? "") {
-        total += kib * 1024
-    }
+    treeProcesses(pid).map { resident($0, field: field, file: file) }.reduce(0, +)
+}
+
+/// One process's resident bytes (`field` of /proc/<pid>/`file`), 0 once it is gone.
+func resident(_ pid: pid_t, field: String = "VmRSS:", file: String = "status") -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+          let kib = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+    return kib * 1024
+}
+
+/// `pid` and its descendants (from /proc/<pid>/task/*/children).
+func treeProcesses(_ pid: pid_t) -> [pid_t] {
+    var all = [pid]
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
     for task in tasks {
         let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
-        for child in children.split(separator: " ").compactMap({ pid_t($0) }) { total += residentTree(child, field: field, file: file) }
+        for child in children.split(separator: " ").compactMap({ pid_t($0) }) { all += treeProcesses(child) }
     }
-    return total
+    return all
 }

@@ -5,8 +5,8 @@ import UpscaleImages
 /// End to end on real-photo pans (every sample has photo detail: the refinement's hard
 /// case), as a user runs each tool: `upscale` (refinement on, the default), `upscale
 /// --no-refine`, and the equivalent ffmpeg command, alternately, median of `runs`; wall,
-/// CPU (user + system), system time, peak RSS and peak PSS of the process tree, and each as
-/// a ratio of ffmpeg's.
+/// CPU (user + system), system time, peak RSS and peak PSS of the process tree, peak RSS of
+/// its largest process (what `/usr/bin/time` reports), and each as a ratio of ffmpeg's.
 struct PanBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "e2e-pan",
@@ -27,8 +27,8 @@ struct PanBench: ParsableCommand {
         let pan720 = try makePan(work: work, name: "pan720", size: (1280, 720), frames: 60, step: 8)
         var cases = [(pan720, 2560, "ultrafast", 28), (pan720, 2560, "medium", 20)]
         if !small { cases.append((try makePan(work: work, name: "pan4k", size: (3840, 2160), frames: 8, step: 24), 7680, "medium", 20)) }
-        print("| case | tool | wall s | CPU s | system s | peak RSS MB | peak PSS MB | wall / CPU / system / RSS / PSS vs ffmpeg |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("| case | tool | wall s | CPU s | system s | peak RSS MB (tree) | peak PSS MB | peak RSS MB (largest process) | wall / CPU / system / RSS / PSS / largest vs ffmpeg |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for (clip, width, preset, crf) in cases {
             let out = work + "/out.mp4"
             let ours = [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]
@@ -39,7 +39,7 @@ struct PanBench: ParsableCommand {
                                       "-preset", preset, "-crf", "\(crf)", "-tag:v", "hvc1", "-x265-params", "log-level=error", "-c:a", "copy", out]),
             ]
             var wall: [String: [Double]] = [:], cpu: [String: [Double]] = [:], sys: [String: [Double]] = [:], rss: [String: Int] = [:]
-            var pss: [String: Int] = [:]
+            var pss: [String: Int] = [:], largest: [String: Int] = [:]
             for _ in 0..<runs {
                 for (name, executable, arguments) in tools {
                     let r = try ChildRun.run(executable, arguments)
@@ -49,18 +49,20 @@ struct PanBench: ParsableCommand {
                     sys[name, default: []].append(r.system)
                     rss[name] = max(rss[name] ?? 0, r.peakRSS)
                     pss[name] = max(pss[name] ?? 0, r.peakPSS)
+                    largest[name] = max(largest[name] ?? 0, r.peakLargest)
                 }
             }
             let label = "\(URL(fileURLWithPath: clip).deletingPathExtension().lastPathComponent) → \(width), \(preset) CRF \(crf)"
             let f = { (name: String) in
-                (median(wall[name]!), median(cpu[name]!), median(sys[name]!), Double(rss[name]!) / 1e6, Double(pss[name]!) / 1e6)
+                (median(wall[name]!), median(cpu[name]!), median(sys[name]!), Double(rss[name]!) / 1e6, Double(pss[name]!) / 1e6,
+                 Double(largest[name]!) / 1e6)
             }
             let peer = f("ffmpeg")
             for (name, _, _) in tools {
                 let m = f(name)
-                let ratios = name == "ffmpeg" ? "—" : String(format: "%.3f / %.2f / %.2f / %.2f / %.2f", m.0 / peer.0, m.1 / peer.1, m.2 / peer.2,
-                                                             m.3 / peer.3, m.4 / peer.4)
-                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f | %.0f", m.0, m.1, m.2, m.3, m.4) + " | \(ratios) |")
+                let ratios = name == "ffmpeg" ? "—" : String(format: "%.3f / %.2f / %.2f / %.2f / %.2f / %.3f", m.0 / peer.0, m.1 / peer.1, m.2 / peer.2,
+                                                             m.3 / peer.3, m.4 / peer.4, m.5 / peer.5)
+                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f | %.0f | %.0f", m.0, m.1, m.2, m.3, m.4, m.5) + " | \(ratios) |")
             }
         }
     }

@@ -21,6 +21,19 @@
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 
+// libavfilter is not linked: the deinterlacer opens it with dlopen the first time it is
+// needed (it and the 30-odd libraries it brings add ~10 ms to every start). Its calls go
+// through pointers of these types, declared from the headers so they cannot drift.
+typedef __typeof__(&avfilter_graph_alloc) upscale_avfilter_graph_alloc_fn;
+typedef __typeof__(&avfilter_graph_free) upscale_avfilter_graph_free_fn;
+typedef __typeof__(&avfilter_get_by_name) upscale_avfilter_get_by_name_fn;
+typedef __typeof__(&avfilter_graph_create_filter) upscale_avfilter_graph_create_filter_fn;
+typedef __typeof__(&avfilter_link) upscale_avfilter_link_fn;
+typedef __typeof__(&avfilter_graph_config) upscale_avfilter_graph_config_fn;
+typedef __typeof__(&av_buffersrc_add_frame_flags) upscale_av_buffersrc_add_frame_flags_fn;
+typedef __typeof__(&av_buffersink_get_frame) upscale_av_buffersink_get_frame_fn;
+typedef __typeof__(&av_buffersink_get_time_base) upscale_av_buffersink_get_time_base_fn;
+
 static inline int upscale_averror(int posixError) { return AVERROR(posixError); }
 static inline int upscale_averror_eof(void) { return AVERROR_EOF; }
 static inline int upscale_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }

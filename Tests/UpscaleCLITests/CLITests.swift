@@ -84,6 +84,23 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(first.stdout.contains("refinement") || first.stderr.contains("refinement"), first.stdout + first.stderr)
     }
 
+    /// libavfilter (deinterlacing only) is opened when first needed, not at every start: the
+    /// dynamic loader's own list of what the binary loads (LD_TRACE_LOADED_OBJECTS, what
+    /// `ldd` prints) has FFmpeg's codec library but not the filter library.
+    func testStartDoesNotLoadTheFilterLibrary() throws {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.environment = ["LD_TRACE_LOADED_OBJECTS": "1"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let listing = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertTrue(listing.contains("libavcodec.so"), listing)
+        XCTAssertFalse(listing.contains("libavfilter"), listing)
+    }
+
     func testRefinementIsOnByDefaultAtTwiceTheSize() throws {
         let dir = try workspace(["street-2s.mp4"])
         let refined = try upscale(["street-2s.mp4", "--scale", "2", "--preset", "ultrafast", "--crf", "40"], in: dir)
