@@ -37,9 +37,11 @@ let package = Package(
             pkgConfig: "libavformat libavcodec libswscale libswresample libavutil",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavfilter-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev"])]
         ),
+        // libvips is opened at run time (see shim.h); its headers need glib's, and the shim
+        // itself calls GObject (unref, log handler).
         .systemLibrary(
             name: "CVips",
-            pkgConfig: "vips",
+            pkgConfig: "gobject-2.0",
             providers: [.apt(["libvips-dev"])]
         ),
         // zimg is a peer the bench measures against; nothing else links it.
@@ -165,7 +167,9 @@ let package = Package(
         .testTarget(
             name: "UpscaleCLITests",
             dependencies: ["UpscaleMedia", "UpscaleImages", "UpscaleCore", "CVips", "DamageCorpus", "upscale", "upscale-bench"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v5)],
+            // The still-image tests inspect outputs with libvips directly.
+            linkerSettings: [.linkedLibrary("vips")]
         ),
     ]
 )

@@ -1,19 +1,148 @@
 // libvips' public calls are variadic (NULL-terminated option lists); Swift cannot
 // call C variadics, so each call the project needs gets a fixed-argument wrapper.
+//
+// libvips is not linked: it is opened (dlopen) the first time a still image or a chart is
+// made. Linked, it and the 30-odd libraries only it brings (OpenEXR, HDF5, FITS, matio,
+// ImageMagick's …) were loaded and relocated at every start of `upscale`, also for every
+// video job. Every libvips function used here, by these wrappers or by Swift through the
+// `upscale_`-prefixed wrappers below, goes through one table of pointers whose types come
+// from libvips' own headers; the names below are macros for the table's entries.
 #ifndef UPSCALE_CVIPS_SHIM_H
 #define UPSCALE_CVIPS_SHIM_H
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <vips/vips.h>
+
+#define UPSCALE_VIPS_CALLS(X) \
+    X(vips_init) X(vips_error_buffer) X(vips_error_clear) X(vips_enum_nick) X(vips_interpretation_get_type) \
+    X(vips_image_new_from_file) X(vips_image_new_from_memory) X(vips_image_copy_memory) \
+    X(vips_image_write_to_memory) X(vips_image_write_to_file) X(vips_image_get_width) X(vips_image_get_height) \
+    X(vips_image_get_bands) X(vips_image_get_format) X(vips_image_get_interpretation) X(vips_image_get_typeof) \
+    X(vips_image_get_int) X(vips_image_set_int) X(vips_image_get_blob) X(vips_image_set_blob_copy) \
+    X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
+    X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
+    X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export)
+
+typedef struct {
+#define UPSCALE_VIPS_ENTRY(name) __typeof__(&name) name;
+    UPSCALE_VIPS_CALLS(UPSCALE_VIPS_ENTRY)
+#undef UPSCALE_VIPS_ENTRY
+    /// Why libvips could not be opened (empty when it was).
+    char failure[512];
+} upscale_vips_table;
+
+// Storage as function-local statics: Swift emits the header's inline functions but not its
+// file-scope variables.
+static inline upscale_vips_table *upscale_vips_storage(void) {
+    static upscale_vips_table table;
+    return &table;
+}
+
+static inline void upscale_vips_load_library(void) {
+    upscale_vips_table *loaded = upscale_vips_storage();
+    char name[64];
+    snprintf(name, sizeof name, "libvips.so.%d", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+    void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        const char *reason = dlerror();
+        snprintf(loaded->failure, sizeof loaded->failure, "%s cannot be opened (%s); apt-get install libvips%d",
+                 name, reason ? reason : "not found", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+        return;
+    }
+#define UPSCALE_VIPS_FIND(entry) \
+    loaded->entry = (__typeof__(&entry))dlsym(library, #entry); \
+    if (!loaded->entry) { \
+        snprintf(loaded->failure, sizeof loaded->failure, "%s has no %s", name, #entry); \
+        return; \
+    }
+    UPSCALE_VIPS_CALLS(UPSCALE_VIPS_FIND)
+#undef UPSCALE_VIPS_FIND
+}
+
+/// The table, opened on the first call (from any thread, once).
+static inline const upscale_vips_table *upscale_vips(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, upscale_vips_load_library);
+    return upscale_vips_storage();
+}
+
+// From here on each libvips name calls through the table.
+#define vips_init (upscale_vips()->vips_init)
+#define vips_error_buffer (upscale_vips()->vips_error_buffer)
+#define vips_error_clear (upscale_vips()->vips_error_clear)
+#define vips_enum_nick (upscale_vips()->vips_enum_nick)
+#define vips_interpretation_get_type (upscale_vips()->vips_interpretation_get_type)
+#define vips_image_new_from_file (upscale_vips()->vips_image_new_from_file)
+#define vips_image_new_from_memory (upscale_vips()->vips_image_new_from_memory)
+#define vips_image_copy_memory (upscale_vips()->vips_image_copy_memory)
+#define vips_image_write_to_memory (upscale_vips()->vips_image_write_to_memory)
+#define vips_image_write_to_file (upscale_vips()->vips_image_write_to_file)
+#define vips_image_get_width (upscale_vips()->vips_image_get_width)
+#define vips_image_get_height (upscale_vips()->vips_image_get_height)
+#define vips_image_get_bands (upscale_vips()->vips_image_get_bands)
+#define vips_image_get_format (upscale_vips()->vips_image_get_format)
+#define vips_image_get_interpretation (upscale_vips()->vips_image_get_interpretation)
+#define vips_image_get_typeof (upscale_vips()->vips_image_get_typeof)
+#define vips_image_get_int (upscale_vips()->vips_image_get_int)
+#define vips_image_set_int (upscale_vips()->vips_image_set_int)
+#define vips_image_get_blob (upscale_vips()->vips_image_get_blob)
+#define vips_image_set_blob_copy (upscale_vips()->vips_image_set_blob_copy)
+#define vips_foreign_find_save (upscale_vips()->vips_foreign_find_save)
+#define vips_profile_load (upscale_vips()->vips_profile_load)
+#define vips_rawload (upscale_vips()->vips_rawload)
+#define vips_autorot (upscale_vips()->vips_autorot)
+#define vips_colourspace (upscale_vips()->vips_colourspace)
+#define vips_cast (upscale_vips()->vips_cast)
+#define vips_extract_band (upscale_vips()->vips_extract_band)
+#define vips_resize (upscale_vips()->vips_resize)
+#define vips_shrink (upscale_vips()->vips_shrink)
+#define vips_pngsave (upscale_vips()->vips_pngsave)
+#define vips_text (upscale_vips()->vips_text)
+#define vips_copy (upscale_vips()->vips_copy)
+#define vips_bandjoin2 (upscale_vips()->vips_bandjoin2)
+#define vips_arrayjoin (upscale_vips()->vips_arrayjoin)
+#define vips_crop (upscale_vips()->vips_crop)
+#define vips_icc_export (upscale_vips()->vips_icc_export)
 
 static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
-/// Starts libvips. Its warnings (a damaged tile, a truncated file) go nowhere: the failure
-/// they lead to is reported once, in one line, by the caller.
+/// Opens and starts libvips; 0 on success, else -1 with the reason in
+/// `upscale_vips_failure()`. Its warnings (a damaged tile, a truncated file) go nowhere:
+/// the failure they lead to is reported once, in one line, by the caller.
 static inline int upscale_vips_init(const char *argv0) {
-    int status = VIPS_INIT(argv0);
+    if (upscale_vips()->failure[0]) return -1;
+    int status = vips_init(argv0);
     g_log_set_handler("VIPS", (GLogLevelFlags)(G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO), upscale_vips_drop_log, NULL);
     return status;
 }
+
+/// Why libvips could not be opened, or "".
+static inline const char *upscale_vips_failure(void) { return upscale_vips()->failure; }
+
+// The calls Swift makes itself (Swift sees the headers' declarations, not the macros above).
+static inline const char *upscale_vips_error_buffer(void) { return vips_error_buffer(); }
+static inline void upscale_vips_error_clear(void) { vips_error_clear(); }
+static inline const char *upscale_vips_interpretation_name(VipsInterpretation space) {
+    return vips_enum_nick(vips_interpretation_get_type(), space);
+}
+static inline VipsImage *upscale_vips_from_memory(const void *data, size_t size, int width, int height, int bands, VipsBandFormat format) {
+    return vips_image_new_from_memory(data, size, width, height, bands, format);
+}
+static inline VipsImage *upscale_vips_copy_memory(VipsImage *image) { return vips_image_copy_memory(image); }
+static inline void *upscale_vips_to_memory(VipsImage *image, size_t *size) { return vips_image_write_to_memory(image, size); }
+static inline int upscale_vips_width(const VipsImage *image) { return vips_image_get_width(image); }
+static inline int upscale_vips_height(const VipsImage *image) { return vips_image_get_height(image); }
+static inline int upscale_vips_bands(const VipsImage *image) { return vips_image_get_bands(image); }
+static inline VipsBandFormat upscale_vips_format(const VipsImage *image) { return vips_image_get_format(image); }
+static inline VipsInterpretation upscale_vips_interpretation(const VipsImage *image) { return vips_image_get_interpretation(image); }
+static inline int upscale_vips_has(const VipsImage *image, const char *name) { return vips_image_get_typeof(image, name) != 0; }
+static inline void upscale_vips_set_int(VipsImage *image, const char *name, int value) { vips_image_set_int(image, name, value); }
+static inline int upscale_vips_get_blob(VipsImage *image, const char *name, const void **data, size_t *length) {
+    return vips_image_get_blob(image, name, data, length);
+}
+static inline int upscale_vips_can_save(const char *name) { return vips_foreign_find_save(name) != NULL; }
 
 /// Loads an image from a file; sequential access is enough for a single read-through.
 static inline VipsImage *upscale_vips_load(const char *path) {

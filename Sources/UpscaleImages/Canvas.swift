@@ -65,7 +65,7 @@ public final class Canvas {
     public func savePNG(_ path: String) throws {
         try ImagePlanes.start()
         try pixels.withUnsafeBytes { raw in
-            guard let image = vips_image_new_from_memory(raw.baseAddress, raw.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR) else {
+            guard let image = upscale_vips_from_memory(raw.baseAddress, raw.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR) else {
                 throw ImagePlanes.failure("cannot wrap the picture")
             }
             defer { upscale_vips_unref(image) }

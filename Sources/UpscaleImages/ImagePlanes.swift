@@ -7,12 +7,15 @@ public enum ImagePlanes {
     private static let started: Bool = upscale_vips_init("upscale") == 0
 
     static func start() throws {
-        guard started else { throw ImageError(message: "libvips failed to start") }
+        guard started else {
+            let reason = String(cString: upscale_vips_failure())
+            throw ImageError(message: reason.isEmpty ? "libvips failed to start" : "images need libvips: \(reason)")
+        }
     }
 
     static func failure(_ what: String) -> Error {
-        let detail = String(cString: vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown error"
-        vips_error_clear()
+        let detail = String(cString: upscale_vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown error"
+        upscale_vips_error_clear()
         return ImageError(message: "\(what): \(detail)")
     }
 
@@ -50,7 +53,7 @@ public enum ImagePlanes {
         defer { upscale_vips_unref(converted) }
         // Decoded once into memory: the file is opened for one sequential read, and each band
         // would otherwise read it again.
-        guard let decoded = vips_image_copy_memory(converted) else { throw failure("cannot decode '\(path)'") }
+        guard let decoded = upscale_vips_copy_memory(converted) else { throw failure("cannot decode '\(path)'") }
         defer { upscale_vips_unref(decoded) }
         return try (0..<count).map { index in
             var band: UnsafeMutablePointer<VipsImage>?
@@ -78,7 +81,7 @@ public enum ImagePlanes {
         try start()
         let packed = plane.samples
         return try packed.withUnsafeBytes { raw -> Plane in
-            guard let image = vips_image_new_from_memory(raw.baseAddress, raw.count, Int32(plane.width), Int32(plane.height), 1, VIPS_FORMAT_UCHAR) else {
+            guard let image = upscale_vips_from_memory(raw.baseAddress, raw.count, Int32(plane.width), Int32(plane.height), 1, VIPS_FORMAT_UCHAR) else {
                 throw failure("cannot wrap a plane")
             }
             defer { upscale_vips_unref(image) }
@@ -98,9 +101,9 @@ public enum ImagePlanes {
 
     static func plane(from image: UnsafeMutablePointer<VipsImage>) throws -> Plane {
         var size = 0
-        guard let memory = vips_image_write_to_memory(image, &size) else { throw failure("cannot render image") }
+        guard let memory = upscale_vips_to_memory(image, &size) else { throw failure("cannot render image") }
         defer { g_free(memory) }
-        let width = Int(vips_image_get_width(image)), height = Int(vips_image_get_height(image))
+        let width = Int(upscale_vips_width(image)), height = Int(upscale_vips_height(image))
         guard size == width * height else { throw ImageError(message: "unexpected image layout") }
         let plane = Plane(width: width, height: height)
         plane.copy(from: memory.assumingMemoryBound(to: UInt8.self), sourceStride: width)

@@ -37,8 +37,8 @@ public final class StillImage {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)??.intValue ?? -1
         if size == 0 { throw ImagePlanes.ImageError(message: "'\(path)' is empty (0 bytes); it may still be copying or the copy failed") }
         guard let loaded = upscale_vips_open(path) else {
-            let detail = String(cString: vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown format"
-            vips_error_clear()
+            let detail = String(cString: upscale_vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown format"
+            upscale_vips_error_clear()
             throw ImagePlanes.ImageError(message: "'\(path)' is not an image libvips can read (\(detail))")
         }
         defer { upscale_vips_unref(loaded) }
@@ -48,7 +48,7 @@ public final class StillImage {
         }
         var upright: UnsafeMutablePointer<VipsImage>?
         guard upscale_vips_autorot(loaded, &upright) == 0, var current = upright else { throw ImagePlanes.failure("cannot orient '\(path)'") }
-        var space = vips_image_get_interpretation(current)
+        var space = upscale_vips_interpretation(current)
         // CMYK (print JPEGs) becomes sRGB through its embedded profile: upscaled pictures are for screens.
         if space == VIPS_INTERPRETATION_CMYK {
             var rgb: UnsafeMutablePointer<VipsImage>?
@@ -61,14 +61,14 @@ public final class StillImage {
             space = VIPS_INTERPRETATION_sRGB
             notices.append("'\(path)' is CMYK; converted to sRGB with its embedded profile")
         }
-        let bands = Int(vips_image_get_bands(current))
-        let format = vips_image_get_format(current)
+        let bands = Int(upscale_vips_bands(current))
+        let format = upscale_vips_format(current)
         let gray = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || bands <= 2
         colourBands = gray ? 1 : 3
         hasAlpha = bands == colourBands + 1
         guard bands == colourBands || hasAlpha else {
             upscale_vips_unref(current)
-            throw ImagePlanes.ImageError(message: "'\(path)' has \(bands) bands in \(String(cString: vips_enum_nick(vips_interpretation_get_type(), Int32(space.rawValue)))); only gray and RGB, with or without alpha, can be upscaled")
+            throw ImagePlanes.ImageError(message: "'\(path)' has \(bands) bands in \(String(cString: upscale_vips_interpretation_name(space))); only gray and RGB, with or without alpha, can be upscaled")
         }
         sixteenBit = format == VIPS_FORMAT_USHORT || format == VIPS_FORMAT_SHORT || format == VIPS_FORMAT_UINT
             || format == VIPS_FORMAT_INT || format == VIPS_FORMAT_FLOAT || format == VIPS_FORMAT_DOUBLE
@@ -83,8 +83,8 @@ public final class StillImage {
         }
         image = current
         interpretation = space
-        width = Int(vips_image_get_width(current))
-        height = Int(vips_image_get_height(current))
+        width = Int(upscale_vips_width(current))
+        height = Int(upscale_vips_height(current))
         self.notices = notices
     }
 
@@ -93,7 +93,7 @@ public final class StillImage {
     /// The pixels, decoded (a damaged file fails here), as planes: colour, then alpha.
     private func planes() throws -> (colour: [Any], alpha: Any?) {
         var size = 0
-        guard let memory = vips_image_write_to_memory(image, &size) else {
+        guard let memory = upscale_vips_to_memory(image, &size) else {
             throw ImagePlanes.failure("'\(path)' cannot be decoded; the file may be damaged or truncated")
         }
         defer { g_free(memory) }
@@ -209,7 +209,7 @@ public final class StillImage {
         if !strip {
             copyMetadata(to: tagged)
             // The pixels are upright now: the EXIF block the saver writes says so.
-            vips_image_set_int(tagged, "orientation", 1)
+            upscale_vips_set_int(tagged, "orientation", 1)
         }
         let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
         var options: [String] = []
@@ -227,10 +227,10 @@ public final class StillImage {
 
     /// The metadata blobs carried to the output (unless stripped): ICC profile as it is, EXIF, XMP.
     fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>) {
-        for name in ["icc-profile-data", "exif-data", "xmp-data"] where vips_image_get_typeof(image, name) != 0 {
+        for name in ["icc-profile-data", "exif-data", "xmp-data"] where upscale_vips_has(image, name) != 0 {
             var data: UnsafeRawPointer?
             var length = 0
-            if vips_image_get_blob(image, name, &data, &length) == 0, let data {
+            if upscale_vips_get_blob(image, name, &data, &length) == 0, let data {
                 upscale_vips_set_blob_copy(out, name, data, length)
             }
         }
@@ -248,8 +248,8 @@ public final class StillImage {
     /// Whether this libvips can write files ending in `.ext`.
     public static func canSave(extension ext: String) -> Bool {
         try? ImagePlanes.start()
-        let found = vips_foreign_find_save("x." + ext) != nil
-        vips_error_clear()
+        let found = upscale_vips_can_save("x." + ext) != 0
+        upscale_vips_error_clear()
         return found
     }
 }
@@ -372,8 +372,8 @@ extension ImagePlanes {
         }
         defer { loaded.forEach(upscale_vips_unref) }
         // Same-size tiles: each photo cropped to the smallest one's size.
-        let tileW = loaded.map { Int(vips_image_get_width($0)) }.min() ?? 1
-        let tileH = loaded.map { Int(vips_image_get_height($0)) }.min() ?? 1
+        let tileW = loaded.map { Int(upscale_vips_width($0)) }.min() ?? 1
+        let tileH = loaded.map { Int(upscale_vips_height($0)) }.min() ?? 1
         let across = (width + tileW - 1) / tileW, down = (height + tileH - 1) / tileH
         for i in 0..<(across * down) {
             var tile: UnsafeMutablePointer<VipsImage>?

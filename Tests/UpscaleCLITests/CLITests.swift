@@ -84,10 +84,10 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(first.stdout.contains("refinement") || first.stderr.contains("refinement"), first.stdout + first.stderr)
     }
 
-    /// libavfilter (deinterlacing only) is opened when first needed, not at every start: the
-    /// dynamic loader's own list of what the binary loads (LD_TRACE_LOADED_OBJECTS, what
-    /// `ldd` prints) has FFmpeg's codec library but not the filter library.
-    func testStartDoesNotLoadTheFilterLibrary() throws {
+    /// libavfilter (deinterlacing only) and libvips (stills, charts) are opened when first
+    /// needed, not at every start: the dynamic loader's own list of what the binary loads
+    /// (LD_TRACE_LOADED_OBJECTS, what `ldd` prints) has FFmpeg's codec library but neither.
+    func testStartLoadsNeitherTheFilterLibraryNorLibvips() throws {
         let process = Process()
         process.executableURL = Self.binary
         process.environment = ["LD_TRACE_LOADED_OBJECTS": "1"]
@@ -99,6 +99,7 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertTrue(listing.contains("libavcodec.so"), listing)
         XCTAssertFalse(listing.contains("libavfilter"), listing)
+        XCTAssertFalse(listing.contains("libvips"), listing)
     }
 
     func testRefinementIsOnByDefaultAtTwiceTheSize() throws {
