@@ -35,12 +35,15 @@ struct ChildRun {
         var peak = 0, peakPSS = 0, peakLargest = 0, samples = 0
         var usage = rusage()
         while true {
-            let each = treeProcesses(pid).map { resident($0) }
+            let tree = treeProcesses(pid)
+            let each = tree.map { resident($0) }
             peak = max(peak, each.reduce(0, +))
             peakLargest = max(peakLargest, each.max() ?? 0)
             // PSS every 200 ms: smaps_rollup walks every page table of the tree, several ms
             // for a 3 GB process (every 20 ms it took a quarter of a core from the run).
-            if samples % 10 == 0 { peakPSS = max(peakPSS, residentTree(pid, field: "Pss:", file: "smaps_rollup")) }
+            if samples % 10 == 0 {
+                peakPSS = max(peakPSS, tree.map { resident($0, field: "Pss:", file: "smaps_rollup") }.reduce(0, +))
+            }
             samples += 1
             let reaped = wait4(pid, &status, WNOHANG, &usage)
             if reaped == pid { break }
@@ -69,13 +72,8 @@ func upscaleBinary() -> String {
     return FileManager.default.isExecutableFile(atPath: sibling) ? sibling : "upscale"
 }
 
-/// Resident bytes of `pid` and its descendants (from /proc/<pid>/status and task/*/children);
-/// with `field: "Pss:", file: "smaps_rollup"` their proportional set size.
-func residentTree(_ pid: pid_t, field: String = "VmRSS:", file: String = "status") -> Int {
-    treeProcesses(pid).map { resident($0, field: field, file: file) }.reduce(0, +)
-}
-
-/// One process's resident bytes (`field` of /proc/<pid>/`file`), 0 once it is gone.
+/// One process's resident bytes (`field` of /proc/<pid>/`file`: VmRSS of status, or Pss of
+/// smaps_rollup), 0 once it is gone.
 func resident(_ pid: pid_t, field: String = "VmRSS:", file: String = "status") -> Int {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8),
           let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),

@@ -42,13 +42,14 @@ static inline upscale_vips_table *upscale_vips_storage(void) {
 
 static inline void upscale_vips_load_library(void) {
     upscale_vips_table *loaded = upscale_vips_storage();
+    const int abi = VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE;
     char name[64];
-    snprintf(name, sizeof name, "libvips.so.%d", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+    snprintf(name, sizeof name, "libvips.so.%d", abi);
     void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!library) {
         const char *reason = dlerror();
         snprintf(loaded->failure, sizeof loaded->failure, "%s cannot be opened (%s); apt-get install libvips%d",
-                 name, reason ? reason : "not found", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+                 name, reason ? reason : "not found", abi);
         return;
     }
 #define UPSCALE_VIPS_FIND(entry) \

@@ -109,11 +109,11 @@ struct FilterLibrary {
         guard let handle = dlopen(fileName, RTLD_NOW | RTLD_LOCAL) else {
             return .failure(LoadFailure(description: "\(fileName) cannot be opened: " + (dlerror().map { String(cString: $0) } ?? "not found")))
         }
-        func symbol<F>(_ name: String, _: F.Type) throws -> F {
+        func symbol<F>(_ name: String, _: F.Type) throws(LoadFailure) -> F {
             guard let address = dlsym(handle, name) else { throw LoadFailure(description: "\(fileName) has no \(name)") }
             return unsafeBitCast(address, to: F.self)
         }
-        do {
+        do throws(LoadFailure) {
             return .success(FilterLibrary(
                 graphAlloc: try symbol("avfilter_graph_alloc", upscale_avfilter_graph_alloc_fn.self),
                 graphFree: try symbol("avfilter_graph_free", upscale_avfilter_graph_free_fn.self),
@@ -124,10 +124,8 @@ struct FilterLibrary {
                 addFrame: try symbol("av_buffersrc_add_frame_flags", upscale_av_buffersrc_add_frame_flags_fn.self),
                 getFrame: try symbol("av_buffersink_get_frame", upscale_av_buffersink_get_frame_fn.self),
                 timeBase: try symbol("av_buffersink_get_time_base", upscale_av_buffersink_get_time_base_fn.self)))
-        } catch let failure as LoadFailure {
-            return .failure(failure)
         } catch {
-            return .failure(LoadFailure(description: "\(error)"))
+            return .failure(error)
         }
     }()
 
