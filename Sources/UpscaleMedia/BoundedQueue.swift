@@ -27,6 +27,16 @@ final class BoundedQueue<Element> {
         return true
     }
 
+    /// Waits until an item of `cost` would be taken without waiting; false once cancelled.
+    /// A sole producer calls it before it fills a picture from a pool, so the picture it
+    /// is about to make is not one more held while a full queue drains.
+    func waitForRoom(cost: Int = 1) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !cancelled && load + cost > capacity { condition.wait() }
+        return !cancelled
+    }
+
     /// The next element, or nil when the producer finished and all was taken, or on cancel.
     func pop() -> Element? {
         condition.lock()

@@ -76,7 +76,13 @@ public final class Transcoder {
         let input = try InputFile.takeProbed(path: job.input) ?? InputFile(path: job.input)
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)
-        let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: min(job.threads, 4),
+        // Frame-threaded decoding keeps a picture in flight per thread. Where the output has at
+        // least twice the input's pixels, encoding each picture costs many times its decoding,
+        // so one decoding thread stays ahead and the pictures are saved (6 MB at 720p, 26 MB at
+        // 4K input); other jobs keep up to four.
+        let par = videoStream.pointee.codecpar.pointee
+        let enlarges = job.width * job.height >= 2 * Int(par.width) * Int(par.height)
+        let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: enlarges ? 1 : min(job.threads, 4),
                                        deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil)
         let chunk = job.chunk
         var settings = job.encoder
@@ -287,6 +293,13 @@ public final class Transcoder {
                 let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
                     decoded.push(.packet(av_packet_clone(p), stream: stream), cost: 0)
                 }
+                // Room first, then a picture: no decoded picture waits, converted, on a full queue.
+                let take: () -> Picture = {
+                    watch.waiting(true)
+                    _ = decoded.waitForRoom()
+                    watch.waiting(false)
+                    return inputPool.take()
+                }
                 reading: while try input.read(into: packet!) {
                     defer { av_packet_unref(packet) }
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
@@ -294,7 +307,7 @@ public final class Transcoder {
                     if index == videoIndex {
                         if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
                         do {
-                            try decoder.decode(packet, make: inputPool.take, emit: pushPicture)
+                            try decoder.decode(packet, make: take, emit: pushPicture)
                         } catch is ChunkComplete {
                             decoded.finish()
                             return
@@ -316,7 +329,7 @@ public final class Transcoder {
                     }
                 }
                 do {
-                    try decoder.decode(nil, make: inputPool.take, emit: pushPicture)
+                    try decoder.decode(nil, make: take, emit: pushPicture)
                 } catch is ChunkComplete {}
                 for case .audio(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
@@ -333,6 +346,8 @@ public final class Transcoder {
             while let item = decoded.pop() {
                 switch item {
                 case .picture(let picture, let pts):
+                    // At most two output pictures: the one the encoder holds and the next.
+                    if !scaled.waitForRoom() { return }
                     let out = outputPool.take()
                     switch (picture, out) {
                     case (.eight(let a), .eight(let b)): scaler.scale(a, into: b)

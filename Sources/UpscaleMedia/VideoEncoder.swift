@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 import UpscaleCore
 
 /// Encodes 4:2:0 core frames with the chosen codec, converting to the encoder's
@@ -91,6 +92,7 @@ final class VideoEncoder {
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
             var params = "log-level=error"
             if let threads = settings.threads { params += ":pools=\(threads)" }
+            params += X265Threading.parameters(poolThreads: settings.threads)
             if let k = settings.keyframeInterval { params += ":keyint=\(max(k, 1))" }
             if let hdr { params += ":hdr10=1:" + hdr.x265Parameters }
             av_opt_set(priv, "x265-params", params, 0)
@@ -264,4 +266,22 @@ final class VideoEncoder {
 private final class PictureRelease {
     let run: () -> Void
     init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+/// The frame threads upscale asks of libx265. x265 picks one frame encoder below four pool
+/// threads; on two or three cores that leaves them idle while a frame's wavefront waits on
+/// its rows (x265 spent ~10% of a 2-core machine idle on a 720p medium encode). A second
+/// frame encoder fills those waits: 4-8% less wall time at 720p, 26% at 8K ultrafast (same
+/// preset and CRF; sizes within 0.1%, PSNR within 0.01 dB on real footage). It costs x265
+/// one or two more frames in flight (+40 MB at 1440p, +0.5% at 8K). Elsewhere x265 decides.
+public enum X265Threading {
+    /// Frame encoders for a pool of `poolThreads` threads (nil: one per core), or nil for x265's choice.
+    public static func frameThreads(poolThreads: Int? = nil) -> Int? {
+        (2...3).contains(poolThreads ?? ProcessInfo.processInfo.activeProcessorCount) ? 2 : nil
+    }
+
+    /// The `x265-params` suffix (":frame-threads=N", or empty) for `frameThreads`.
+    public static func parameters(poolThreads: Int? = nil) -> String {
+        frameThreads(poolThreads: poolThreads).map { ":frame-threads=\($0)" } ?? ""
+    }
 }

@@ -61,6 +61,23 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// x265 writes the settings it encoded with into the stream (an SEI message); on two or
+    /// three threads upscale asks for two frame encoders where x265 alone would use one.
+    func testX265GetsTwoFrameEncodersOnTwoOrThreeThreads() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        for (threads, expected) in [(1, 1), (2, 2), (3, 2)] {
+            var options = UpscaleOptions(width: 800, encoder: EncoderSettings(preset: "ultrafast", threads: threads), threads: threads)
+            options.output = dir.appendingPathComponent("t\(threads).mp4").path
+            let (job, summary) = try run(input, options)
+            XCTAssertEqual(summary.frames, 20)
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: job.output))
+            let said = try XCTUnwrap(bytes.range(of: Data("frame-threads=".utf8)), "x265's settings are in the stream")
+            XCTAssertEqual(bytes[said.upperBound], UInt8(ascii: "0") + UInt8(expected), "\(threads) threads")
+            XCTAssertEqual(X265Threading.frameThreads(poolThreads: threads) ?? 1, expected)
+        }
+    }
+
     func testLosslessFFV1OutputIsExactlyTheCoreOutput() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
