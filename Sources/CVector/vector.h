@@ -28,8 +28,12 @@ static inline __attribute__((always_inline)) upscale_float16 upscale_maxf16(upsc
     return __builtin_elementwise_max(a, b);
 }
 
+/// `v` raised to `lo` and lowered to `hi`, for values that are never NaN: as comparisons, one
+/// `vmaxps` and one `vminps`. The elementwise builtins' NaN rules (the other operand wins) cost
+/// each of them a NaN test and a masked move on x86.
 static inline __attribute__((always_inline)) upscale_float16 upscale_clamp16(upscale_float16 v, upscale_float16 lo, upscale_float16 hi) {
-    return __builtin_elementwise_min(__builtin_elementwise_max(v, lo), hi);
+    upscale_float16 raised = v < lo ? lo : v;
+    return raised > hi ? hi : raised;
 }
 
 static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_int4(upscale_int4 v) {
@@ -78,5 +82,30 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(ups
     return acc + even + odd;
 #endif
 }
+
+/// Lanes k ... k + 15 of the 32 lanes of `lo` followed by `hi` (k = 1, 2, 14, 15): a row's
+/// samples k - 16 places on from `lo`'s first, built from two aligned vectors. Unaligned
+/// loads of them each cross a cache line. On AVX-512 this is one `valignd` as inline assembly:
+/// written as a shuffle, LLVM merged such shuffles with the sums around them into chains of
+/// permutes, slower than the unaligned loads.
+#if defined(__AVX512F__)
+#define UPSCALE_LANES_FROM(k) \
+    static inline __attribute__((always_inline)) upscale_float16 upscale_lanes_from##k(upscale_float16 lo, upscale_float16 hi) { \
+        upscale_float16 out; \
+        __asm__("valignd $" #k ", %1, %2, %0" : "=v"(out) : "v"(lo), "v"(hi)); \
+        return out; \
+    }
+#else
+#define UPSCALE_LANES_FROM(k) \
+    static inline __attribute__((always_inline)) upscale_float16 upscale_lanes_from##k(upscale_float16 lo, upscale_float16 hi) { \
+        upscale_float16 out; \
+        for (int i = 0; i < 16; i++) out[i] = i + k < 16 ? lo[i + k] : hi[i + k - 16]; \
+        return out; \
+    }
+#endif
+UPSCALE_LANES_FROM(1)
+UPSCALE_LANES_FROM(2)
+UPSCALE_LANES_FROM(14)
+UPSCALE_LANES_FROM(15)
 
 #endif

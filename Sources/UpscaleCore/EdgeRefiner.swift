@@ -42,9 +42,12 @@ public struct EdgeRefiner: Sendable {
     public let active: [Bool]
     /// 3x and 4x: the weights laid out for the inner loop (see `pack`); empty for 2x.
     let packed: [Float]
-    /// 2x: the weights in Q14 (`appliedWeight`), laid out for the inner loop (see `packPairs`);
-    /// empty for 3x and 4x.
+    /// 2x: the active classes' weights in Q14 (`appliedWeight`), laid out for the inner loop
+    /// (see `packPairs`); empty for 3x and 4x.
     let packedPairs: [Int16]
+    /// 2x: per class, where its weights start in `packedPairs` (0 for inactive classes, whose
+    /// samples are never filtered).
+    let pairOffsets: [Int32]
     let fadeScale: Float
 
     public var phases: Int { ratio * ratio }
@@ -58,11 +61,12 @@ public struct EdgeRefiner: Sendable {
         self.coherenceThresholds = coherenceThresholds
         self.fade = fade
         self.weights = weights
+        let active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
+        precondition(active.count == EdgeRefiner.classCount, "one activity flag per class")
+        self.active = active
         packed = ratio == 2 ? [] : EdgeRefiner.pack(weights, ratio: ratio)
-        packedPairs = ratio == 2 ? EdgeRefiner.packPairs(weights) : []
+        (packedPairs, pairOffsets) = ratio == 2 ? EdgeRefiner.packPairs(weights, active: active) : ([], [])
         fadeScale = 1 / fade
-        self.active = active ?? Array(repeating: true, count: EdgeRefiner.classCount)
-        precondition(self.active.count == EdgeRefiner.classCount, "one activity flag per class")
     }
 
     /// The trained refiner for an exact integer ratio between input and output, if there is one.
@@ -104,29 +108,36 @@ public struct EdgeRefiner: Sendable {
         ratio == 2 ? Float(EdgeRefiner.q14(weights[index])) / EdgeRefiner.pairScale : weights[index]
     }
 
-    /// 2x: per class and filter row, 32 16-bit weights: 32-bit lane 4·phase + k holds taps 2k
-    /// and 2k+1 of that phase (tap 7 is 0). Against the row's eight samples as four pairs,
-    /// repeated four times, one product covers the row's taps of all four phases.
+    /// 2x: per active class and filter row, 32 16-bit weights: 32-bit lane 4·phase + k holds
+    /// taps 2k and 2k+1 of that phase (tap 7 is 0). Against the row's eight samples as four
+    /// pairs, repeated four times, one product covers the row's taps of all four phases. Only
+    /// active classes are stored: a refined sample reads 448 bytes of a table that is 64 KB for
+    /// all 144 classes, more than the level-1 cache holds.
     static let pairWords = window * 32
 
-    static func packPairs(_ weights: [Float]) -> [Int16] {
+    static func packPairs(_ weights: [Float], active: [Bool]) -> (weights: [Int16], offsets: [Int32]) {
         // 12-bit samples (the most `Scratch.words` holds) times a filter's Q14 weights must sum
         // inside 32 bits: at most 2^31 / 4096 in absolute weights, that is 32 in plain ones.
         for f in 0..<(weights.count / taps) {
             precondition(weights[(f * taps)..<((f + 1) * taps)].reduce(0) { $0 + abs(Int32(q14($1))) } < 1 << 19,
                          "2x refinement filters must have absolute weights summing under 32")
         }
-        var out = [Int16](repeating: 0, count: classCount * pairWords)
-        for c in 0..<classCount {
+        var out = [Int16](), offsets = [Int32](repeating: 0, count: classCount)
+        for c in 0..<classCount where active[c] {
+            offsets[c] = Int32(out.count)
+            var filter = [Int16](repeating: 0, count: pairWords)
             for p in 0..<4 {
                 for dy in 0..<window {
                     for dx in 0..<window {
-                        out[c * pairWords + dy * 32 + 2 * (4 * p + dx / 2) + dx % 2] = q14(weights[(c * 4 + p) * taps + dy * window + dx])
+                        filter[dy * 32 + 2 * (4 * p + dx / 2) + dx % 2] = q14(weights[(c * 4 + p) * taps + dy * window + dx])
                     }
                 }
             }
+            out += filter
         }
-        return out
+        // With no class active nothing is filtered, but the table still needs an address.
+        if out.isEmpty { out = [Int16](repeating: 0, count: pairWords) }
+        return (out, offsets)
     }
 
     /// Little-endian Float32 weights from base64 (how `upscale-bench train` stores them).
@@ -240,26 +251,32 @@ public struct EdgeRefiner: Sendable {
         case .eight: sumScale = 1 / EdgeRefiner.pairScale
         case .deep(let plane): sumScale = Float(1 << Scratch.wordShift(plane.bitDepth)) / Float(1 << (plane.bitDepth - 8)) / EdgeRefiner.pairScale
         }
-        withFilters { filters in
+        withFilters { filters, offsets in
             scratch.start(source, at: first)
             for y in first..<end {
                 scratch.advance(source, row: y, classifier: classifier)
                 switch output {
-                case .eight(let plane): refineRow(y, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
-                case .deep(let plane): refineRow(y, filters: filters, sumScale: sumScale, scratch: scratch, into: plane)
+                case .eight(let plane): refineRow(y, filters: filters, offsets: offsets, sumScale: sumScale, scratch: scratch, into: plane)
+                case .deep(let plane): refineRow(y, filters: filters, offsets: offsets, sumScale: sumScale, scratch: scratch, into: plane)
                 }
             }
         }
     }
 
-    /// This ratio's packed filters (`packedPairs` for 2x, else `packed`).
-    private func withFilters<R>(_ body: (UnsafeRawPointer) -> R) -> R {
-        ratio == 2 ? packedPairs.withUnsafeBytes { body($0.baseAddress!) } : packed.withUnsafeBytes { body($0.baseAddress!) }
+    /// This ratio's packed filters (`packedPairs` and `pairOffsets` for 2x, else `packed` and
+    /// no offsets: 3x and 4x keep every class's filters).
+    private func withFilters<R>(_ body: (UnsafeRawPointer, UnsafePointer<Int32>?) -> R) -> R {
+        if ratio == 2 {
+            return packedPairs.withUnsafeBytes { filters in
+                pairOffsets.withUnsafeBufferPointer { body(filters.baseAddress!, $0.baseAddress!) }
+            }
+        }
+        return packed.withUnsafeBytes { body($0.baseAddress!, nil) }
     }
 
     /// Filters and stores the row's edge samples (those that passed `classify`'s edge test). Generic so that
     /// each depth gets its own compiled loop (a depth switch per sample cost about 4%).
-    func refineRow<Output: RefinedPlane>(_ y: Int, filters: UnsafeRawPointer, sumScale: Float,
+    func refineRow<Output: RefinedPlane>(_ y: Int, filters: UnsafeRawPointer, offsets: UnsafePointer<Int32>?, sumScale: Float,
                                          scratch: Scratch, into plane: Output) {
         let classes = scratch.classes, m = EdgeRefiner.margin, end = scratch.width - m
         if ratio == 2 {
@@ -267,7 +284,7 @@ public struct EdgeRefiner: Sendable {
             // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
             // and the processor could overlap little of the next sample with it.
             let sums = scratch.sums.unsafelyUnwrapped, blendAlpha = scratch.blendAlpha.unsafelyUnwrapped
-            let pairs = filters.assumingMemoryBound(to: Int16.self)
+            let pairs = filters.assumingMemoryBound(to: Int16.self), offsets = offsets.unsafelyUnwrapped
             // The seven rows' addresses once per row (the ring's index arithmetic per product
             // and sample cost more integer work than the products' own).
             let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
@@ -284,7 +301,7 @@ public struct EdgeRefiner: Sendable {
                 if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
                 while bits != 0 {
                     let at = x + bits.trailingZeroBitCount
-                    filterPairs(pairs + Int(classes[at]) * EdgeRefiner.pairWords, rows: rows, x: at, scale: sumScale, into: sums + 4 * at)
+                    filterPairs(pairs + Int(offsets[Int(classes[at])]), rows: rows, x: at, scale: sumScale, into: sums + 4 * at)
                     bits &= bits &- 1
                 }
                 x += 16
@@ -434,7 +451,7 @@ public struct EdgeRefiner: Sendable {
         private var current = 0
         /// The input row whose tensor column sums `columns` holds (-1: none yet).
         private var columnsRow = -1
-        /// Whether column sums may be updated row to row (see `classify`).
+        /// Whether column sums may be updated row to row (see `slideColumns`).
         private var exactSums = true
 
         /// Scratch for input rows of `width` samples, refined by `ratio`.
@@ -488,7 +505,12 @@ public struct EdgeRefiner: Sendable {
         func advance(_ source: Samples, row y: Int, classifier: Classifier) {
             current = y
             convert(source, row: y + 3)
-            computeProducts(row: y + 2)
+            if exactSums && columnsRow == y - 1 {
+                slideColumns(row: y)
+            } else {
+                computeProducts(row: y + 2)
+                sumColumns(row: y)
+            }
             classify(row: y, classifier)
         }
 
@@ -581,34 +603,68 @@ public struct EdgeRefiner: Sendable {
             }
         }
 
-        /// The 5x5 tensor sums of row y (column sums of five product rows, then 5-wide row
-        /// sums), and from them each sample's eigenvalues, edge test and — in chunks with an edge —
-        /// class and 3x3 range.
-        private func classify(row y: Int, _ k: Classifier) {
+        /// The tensor's column sums for row y: the sums of the five product rows around it.
+        private func sumColumns(row y: Int) {
             for p in 0..<3 {
                 let column = columns + p * stride
+                let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
+                let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
                 var x = -16
-                if exactSums && columnsRow == y - 1 {
-                    // The previous row's sums plus the row entering the window, minus the one leaving.
-                    let entering = productRow(y + 2, p), leaving = productRow(y - 3, p)
-                    while x < width + 16 {
-                        storeVector((load(column + x) + load(entering + x)) - load(leaving + x), column + x)
-                        x += 16
-                    }
-                } else {
-                    let r0 = productRow(y - 2, p), r1 = productRow(y - 1, p), r2 = productRow(y, p)
-                    let r3 = productRow(y + 1, p), r4 = productRow(y + 2, p)
-                    while x < width + 16 {
-                        storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
-                        x += 16
-                    }
+                while x < width + 16 {
+                    storeVector(((load(r0 + x) + load(r1 + x)) + (load(r2 + x) + load(r3 + x))) + load(r4 + x), column + x)
+                    x += 16
                 }
             }
             columnsRow = y
+        }
+
+        /// The column sums for row y from row y - 1's (where `exactSums` allows): row y + 2's
+        /// gradient products, made as `computeProducts` makes them and kept for when the row
+        /// leaves the window, added straight in; row y - 3's subtracted. One pass instead of
+        /// a products pass and a sums pass that read them back. Outside 0 ..< width (rounded
+        /// up to 16) no product row is ever written, so there the sums stay 0 as in
+        /// `sumColumns`.
+        private func slideColumns(row y: Int) {
+            let k = y + 2
+            let above = samples + ((k - 1) & 7) * stride, row = samples + (k & 7) * stride
+            let below = samples + ((k + 1) & 7) * stride
+            let pxx = productRow(k, 0), pyy = productRow(k, 1), pxy = productRow(k, 2)
+            let lxx = productRow(y - 3, 0), lyy = productRow(y - 3, 1), lxy = productRow(y - 3, 2)
             let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
+            var before = load(row - 16), here = load(row)
             var x = 0
             while x < width {
-                let a = box(cxx + x), b = box(cyy + x), c = box(cxy + x)
+                let after = load(row + x + 16)
+                let gx = (upscale_lanes_from1(here, after) - upscale_lanes_from15(before, here)) * 0.5
+                let gy = (load(below + x) - load(above + x)) * 0.5
+                let xx = gx * gx, yy = gy * gy, xy = gx * gy
+                storeVector(xx, pxx + x)
+                storeVector(yy, pyy + x)
+                storeVector(xy, pxy + x)
+                storeVector((load(cxx + x) + xx) - load(lxx + x), cxx + x)
+                storeVector((load(cyy + x) + yy) - load(lyy + x), cyy + x)
+                storeVector((load(cxy + x) + xy) - load(lxy + x), cxy + x)
+                before = here
+                here = after
+                x += 16
+            }
+            columnsRow = y
+        }
+
+        /// Row y's 5x5 tensor sums (5-wide sums of `columns`), and from them each sample's
+        /// eigenvalues, edge test and — in chunks with an edge — class and 3x3 range.
+        private func classify(row y: Int, _ k: Classifier) {
+            let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
+            // Each column row's 16 sums before, at and after x, carried from chunk to chunk: one
+            // aligned load per row and chunk.
+            var xx = (load(cxx - 16), load(cxx)), yy = (load(cyy - 16), load(cyy)), xy = (load(cxy - 16), load(cxy))
+            var x = 0
+            while x < width {
+                let nextXX = load(cxx + x + 16), nextYY = load(cyy + x + 16), nextXY = load(cxy + x + 16)
+                let a = box(xx.0, xx.1, nextXX), b = box(yy.0, yy.1, nextYY), c = box(xy.0, xy.1, nextXY)
+                xx = (xx.1, nextXX)
+                yy = (yy.1, nextYY)
+                xy = (xy.1, nextXY)
                 // Eigenvalues t ± √q; every test below is squared, so none needs a square root.
                 let half = (a - b) * 0.5, t = (a + b) * 0.5
                 let q = half * half + c * c
@@ -679,8 +735,10 @@ public struct EdgeRefiner: Sendable {
             max((trace[x] + spread[x].squareRoot()) * 0.04, 0).squareRoot()
         }
 
-        @inline(__always) private func box(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
-            ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
+        /// The 5-wide sums at `here`'s 16 positions, from the 16 values before, at and after them.
+        @inline(__always) private func box(_ before: SIMD16<Float>, _ here: SIMD16<Float>, _ after: SIMD16<Float>) -> SIMD16<Float> {
+            ((upscale_lanes_from14(before, here) + upscale_lanes_from15(before, here)) + (here + upscale_lanes_from1(here, after)))
+                + upscale_lanes_from2(here, after)
         }
 
         @inline(__always) private func load(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
