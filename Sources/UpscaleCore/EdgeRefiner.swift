@@ -618,37 +618,37 @@ public struct EdgeRefiner: Sendable {
             columnsRow = y
         }
 
-        /// The column sums for row y from row y - 1's (where `exactSums` allows): row y + 2's
-        /// gradient products, made as `computeProducts` makes them and kept for when the row
-        /// leaves the window, added straight in; row y - 3's subtracted. One pass instead of
-        /// a products pass and a sums pass that read them back. Outside 0 ..< width (rounded
-        /// up to 16) no product row is ever written, so there the sums stay 0 as in
+        /// The column sums for row y from row y - 1's (where `exactSums` allows): the gradient
+        /// products of row y + 2, entering the window, added and those of row y - 3, leaving it,
+        /// subtracted, both made from the sample rows as `computeProducts` makes them (the ring
+        /// holds rows y - 4 ... y + 3). One pass, no product rows written or read back. Outside
+        /// 0 ..< width (rounded up to 16) the products are 0, so there the sums stay 0 as in
         /// `sumColumns`.
         private func slideColumns(row y: Int) {
-            let k = y + 2
-            let above = samples + ((k - 1) & 7) * stride, row = samples + (k & 7) * stride
-            let below = samples + ((k + 1) & 7) * stride
-            let pxx = productRow(k, 0), pyy = productRow(k, 1), pxy = productRow(k, 2)
-            let lxx = productRow(y - 3, 0), lyy = productRow(y - 3, 1), lxy = productRow(y - 3, 2)
             let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
-            var before = load(row - 16), here = load(row)
+            let enter = gradientRows(y + 2), leave = gradientRows(y - 3)
+            var entering = (load(enter.row - 16), load(enter.row)), leaving = (load(leave.row - 16), load(leave.row))
             var x = 0
             while x < width {
-                let after = load(row + x + 16)
-                let gx = (upscale_lanes_from1(here, after) - upscale_lanes_from15(before, here)) * 0.5
-                let gy = (load(below + x) - load(above + x)) * 0.5
-                let xx = gx * gx, yy = gy * gy, xy = gx * gy
-                storeVector(xx, pxx + x)
-                storeVector(yy, pyy + x)
-                storeVector(xy, pxy + x)
-                storeVector((load(cxx + x) + xx) - load(lxx + x), cxx + x)
-                storeVector((load(cyy + x) + yy) - load(lyy + x), cyy + x)
-                storeVector((load(cxy + x) + xy) - load(lxy + x), cxy + x)
-                before = here
-                here = after
+                let nextEntering = load(enter.row + x + 16), nextLeaving = load(leave.row + x + 16)
+                let gx = (upscale_lanes_from1(entering.1, nextEntering) - upscale_lanes_from15(entering.0, entering.1)) * 0.5
+                let gy = (load(enter.below + x) - load(enter.above + x)) * 0.5
+                let hx = (upscale_lanes_from1(leaving.1, nextLeaving) - upscale_lanes_from15(leaving.0, leaving.1)) * 0.5
+                let hy = (load(leave.below + x) - load(leave.above + x)) * 0.5
+                storeVector((load(cxx + x) + gx * gx) - hx * hx, cxx + x)
+                storeVector((load(cyy + x) + gy * gy) - hy * hy, cyy + x)
+                storeVector((load(cxy + x) + gx * gy) - hx * hy, cxy + x)
+                entering = (entering.1, nextEntering)
+                leaving = (leaving.1, nextLeaving)
                 x += 16
             }
             columnsRow = y
+        }
+
+        /// Sample rows k - 1, k and k + 1.
+        @inline(__always) private func gradientRows(_ k: Int) -> (above: UnsafeMutablePointer<Float>, row: UnsafeMutablePointer<Float>,
+                                                                    below: UnsafeMutablePointer<Float>) {
+            (samples + ((k - 1) & 7) * stride, samples + (k & 7) * stride, samples + ((k + 1) & 7) * stride)
         }
 
         /// Row y's 5x5 tensor sums (5-wide sums of `columns`), and from them each sample's
