@@ -589,17 +589,43 @@ public struct EdgeRefiner: Sendable {
 
         /// Central-difference gradient products of row y (reads rows y-1 ... y+1).
         private func computeProducts(row y: Int) {
-            let above = samples + ((y - 1) & 7) * stride, row = samples + (y & 7) * stride
-            let below = samples + ((y + 1) & 7) * stride
+            var gradients = Gradients(self, row: y)
             let pxx = productRow(y, 0), pyy = productRow(y, 1), pxy = productRow(y, 2)
             var x = 0
             while x < width {
-                let gx = (load(row + x + 1) - load(row + x - 1)) * 0.5
-                let gy = (load(below + x) - load(above + x)) * 0.5
+                let (gx, gy) = gradients.next(at: x)
                 storeVector(gx * gx, pxx + x)
                 storeVector(gy * gy, pyy + x)
                 storeVector(gx * gy, pxy + x)
                 x += 16
+            }
+        }
+
+        /// The central differences of one sample row (and its neighbours above and below), 16
+        /// samples at a time from x = 0, the only place they are computed: every product the
+        /// column sums add or subtract comes from here, so the sliding sums stay exact. The row's
+        /// vectors before and at x are carried, so each step loads one aligned vector of it.
+        struct Gradients {
+            let above: UnsafeMutablePointer<Float>, row: UnsafeMutablePointer<Float>, below: UnsafeMutablePointer<Float>
+            var before: SIMD16<Float>, here: SIMD16<Float>
+
+            init(_ scratch: Scratch, row k: Int) {
+                above = scratch.samples + ((k - 1) & 7) * scratch.stride
+                row = scratch.samples + (k & 7) * scratch.stride
+                below = scratch.samples + ((k + 1) & 7) * scratch.stride
+                before = UnsafeRawPointer(row - 16).loadUnaligned(as: SIMD16<Float>.self)
+                here = UnsafeRawPointer(row).loadUnaligned(as: SIMD16<Float>.self)
+            }
+
+            /// (gx, gy) at x ... x + 15; x steps by 16.
+            @inline(__always) mutating func next(at x: Int) -> (SIMD16<Float>, SIMD16<Float>) {
+                let after = UnsafeRawPointer(row + x + 16).loadUnaligned(as: SIMD16<Float>.self)
+                let gx = (upscale_lanes_from1(here, after) - upscale_lanes_from15(before, here)) * 0.5
+                let gy = (UnsafeRawPointer(below + x).loadUnaligned(as: SIMD16<Float>.self)
+                          - UnsafeRawPointer(above + x).loadUnaligned(as: SIMD16<Float>.self)) * 0.5
+                before = here
+                here = after
+                return (gx, gy)
             }
         }
 
@@ -620,35 +646,22 @@ public struct EdgeRefiner: Sendable {
 
         /// The column sums for row y from row y - 1's (where `exactSums` allows): the gradient
         /// products of row y + 2, entering the window, added and those of row y - 3, leaving it,
-        /// subtracted, both made from the sample rows as `computeProducts` makes them (the ring
-        /// holds rows y - 4 ... y + 3). One pass, no product rows written or read back. Outside
-        /// 0 ..< width (rounded up to 16) the products are 0, so there the sums stay 0 as in
-        /// `sumColumns`.
+        /// subtracted, both made from the sample rows by `Gradients` as `computeProducts` makes
+        /// them (the ring holds rows y - 4 ... y + 3). One pass, no product rows written or read
+        /// back. Outside 0 ..< width (rounded up to 16) the products are 0, so there the sums
+        /// stay 0 as in `sumColumns`.
         private func slideColumns(row y: Int) {
             let cxx = columns, cyy = columns + stride, cxy = columns + 2 * stride
-            let enter = gradientRows(y + 2), leave = gradientRows(y - 3)
-            var entering = (load(enter.row - 16), load(enter.row)), leaving = (load(leave.row - 16), load(leave.row))
+            var entering = Gradients(self, row: y + 2), leaving = Gradients(self, row: y - 3)
             var x = 0
             while x < width {
-                let nextEntering = load(enter.row + x + 16), nextLeaving = load(leave.row + x + 16)
-                let gx = (upscale_lanes_from1(entering.1, nextEntering) - upscale_lanes_from15(entering.0, entering.1)) * 0.5
-                let gy = (load(enter.below + x) - load(enter.above + x)) * 0.5
-                let hx = (upscale_lanes_from1(leaving.1, nextLeaving) - upscale_lanes_from15(leaving.0, leaving.1)) * 0.5
-                let hy = (load(leave.below + x) - load(leave.above + x)) * 0.5
+                let (gx, gy) = entering.next(at: x), (hx, hy) = leaving.next(at: x)
                 storeVector((load(cxx + x) + gx * gx) - hx * hx, cxx + x)
                 storeVector((load(cyy + x) + gy * gy) - hy * hy, cyy + x)
                 storeVector((load(cxy + x) + gx * gy) - hx * hy, cxy + x)
-                entering = (entering.1, nextEntering)
-                leaving = (leaving.1, nextLeaving)
                 x += 16
             }
             columnsRow = y
-        }
-
-        /// Sample rows k - 1, k and k + 1.
-        @inline(__always) private func gradientRows(_ k: Int) -> (above: UnsafeMutablePointer<Float>, row: UnsafeMutablePointer<Float>,
-                                                                    below: UnsafeMutablePointer<Float>) {
-            (samples + ((k - 1) & 7) * stride, samples + (k & 7) * stride, samples + ((k + 1) & 7) * stride)
         }
 
         /// Row y's 5x5 tensor sums (5-wide sums of `columns`), and from them each sample's
