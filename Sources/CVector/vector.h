@@ -40,6 +40,10 @@ static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_i
     return __builtin_convertvector(v, upscale_float4);
 }
 
+static inline __attribute__((always_inline)) upscale_int16 upscale_int_from_bytes16(upscale_bytes16 v) {
+    return __builtin_convertvector(v, upscale_int16);
+}
+
 static inline __attribute__((always_inline)) upscale_float16 upscale_float_from_bytes16(upscale_bytes16 v) {
     return __builtin_convertvector(v, upscale_float16);
 }
@@ -107,5 +111,55 @@ UPSCALE_LANES_FROM(1)
 UPSCALE_LANES_FROM(2)
 UPSCALE_LANES_FROM(14)
 UPSCALE_LANES_FROM(15)
+
+/// 1 where the core is built for a processor with AVX-512 BW and VNNI, whose one-instruction
+/// pair products and word shuffles make the paired loops pay; elsewhere the plain loops,
+/// vectorized by LLVM, are the faster form.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+static const int upscale_pairs_native = 1;
+#else
+static const int upscale_pairs_native = 0;
+#endif
+
+/// The 16-bit words of `a` and `b` (32 each) interleaved in pairs, word i of `a` beside word i
+/// of `b`: `lo` takes words 0-3 of each 128-bit lane, `hi` words 4-7 (AVX-512's `vpunpcklwd` and
+/// `vpunpckhwd`). Two rows so paired feed `upscale_dot_pairs` two filter taps per product.
+typedef short upscale_words32 __attribute__((ext_vector_type(32)));
+static inline __attribute__((always_inline)) upscale_int16 upscale_pair_words_lo(upscale_int16 a, upscale_int16 b) {
+    return (upscale_int16)__builtin_shufflevector((upscale_words32)a, (upscale_words32)b,
+        0, 32, 1, 33, 2, 34, 3, 35, 8, 40, 9, 41, 10, 42, 11, 43,
+        16, 48, 17, 49, 18, 50, 19, 51, 24, 56, 25, 57, 26, 58, 27, 59);
+}
+
+static inline __attribute__((always_inline)) upscale_int16 upscale_pair_words_hi(upscale_int16 a, upscale_int16 b) {
+    return (upscale_int16)__builtin_shufflevector((upscale_words32)a, (upscale_words32)b,
+        4, 36, 5, 37, 6, 38, 7, 39, 12, 44, 13, 45, 14, 46, 15, 47,
+        20, 52, 21, 53, 22, 54, 23, 55, 28, 60, 29, 61, 30, 62, 31, 63);
+}
+
+typedef unsigned char upscale_bytes32 __attribute__((ext_vector_type(32)));
+typedef int upscale_int8 __attribute__((ext_vector_type(8)));
+typedef int upscale_int32x32 __attribute__((ext_vector_type(32)));
+/// The 32 sums of `upscale_pair_words_lo` and `_hi` products back in order (lane l of `lo`
+/// holds word 8·(l/4) + l%4, of `hi` the four after it), each clamped to 0 ... 255 as a byte.
+/// Lanes must lie within ±2^15 (the callers' sums shifted down): on AVX-512 the clamp is a
+/// signed pack to 16 bits, a maximum with 0 and an unsigned saturating narrow.
+static inline __attribute__((always_inline)) upscale_int8 upscale_bytes_from_pairs(upscale_int16 lo, upscale_int16 hi) {
+#if defined(__AVX512BW__)
+    typedef int raw __attribute__((__vector_size__(64)));
+    typedef short words __attribute__((__vector_size__(64)));
+    typedef char narrow __attribute__((__vector_size__(32)));
+    words packed = (words)__builtin_ia32_packssdw512((raw)lo, (raw)hi);
+    words zero = {0};
+    packed = __builtin_elementwise_max(packed, zero);
+    return (upscale_int8)__builtin_ia32_pmovuswb512_mask((words)packed, (narrow){0}, (unsigned)-1);
+#else
+    upscale_int32x32 ordered = __builtin_shufflevector(lo, hi,
+        0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23,
+        8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    upscale_int32x32 zero = {0}, top = zero + 255;
+    return (upscale_int8)__builtin_convertvector(__builtin_elementwise_min(__builtin_elementwise_max(ordered, zero), top), upscale_bytes32);
+#endif
+}
 
 #endif

@@ -1,3 +1,5 @@
+import CVector
+
 /// Separable resampling of one plane: a horizontal pass of each needed input row
 /// into 16-bit intermediates (8-bit samples scaled by 64), then a vertical pass
 /// straight into the output plane. Work is split into bands of output rows; a band
@@ -308,6 +310,17 @@ public struct PlaneResampler: Sendable {
         _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
         polyphase: FilterBank.Polyphase, taps: Int
     ) -> Int {
+        // Lanczos3's six taps get their own unrolled loop (with the count unknown, each tap was
+        // a trip round a loop of its own: about a third of the horizontal pass).
+        taps == 6 ? filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: 6)
+            : filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: taps)
+    }
+
+    @inline(__always)
+    static func filterRowPolyphase(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
+        polyphase: FilterBank.Polyphase, fixedTaps taps: Int
+    ) -> Int {
         precondition(polyphase.factor == 2, "the polyphase pass is for 2x")
         var i = polyphase.interior.lowerBound
         let end = polyphase.interior.upperBound
@@ -331,7 +344,7 @@ public struct PlaneResampler: Sendable {
         var acc = SIMD16<Int32>(repeating: 1 << 7)
         for k in 0..<taps {
             let v = UnsafeRawPointer(source + k).loadUnaligned(as: SIMD16<UInt8>.self)
-            acc &+= SIMD16<Int32>(truncatingIfNeeded: v) &* SIMD16<Int32>(repeating: Int32(weights[k]))
+            acc &+= upscale_int_from_bytes16(v) &* SIMD16<Int32>(repeating: Int32(weights[k]))
         }
         return acc &>> 8
     }
@@ -349,21 +362,44 @@ public struct PlaneResampler: Sendable {
         }
     }
 
-    /// A plain loop over the row, left to LLVM's loop vectorizer: it compiles to full-width
-    /// vectors (sign extension, multiply-adds, saturating narrowing) in every calling context.
-    /// Hand-written SIMD8/SIMD16 code here compiled well inlined into one caller and to
-    /// 128/256-bit pieces in the worker threads' copy (2 threads ran at 1.4x one).
+    /// Two intermediate rows at a time: their words paired (`upscale_pair_words_lo/hi`), one
+    /// `upscale_dot_pairs` product covers two taps of 32 outputs (a tap cost a sign extension and
+    /// a 32-bit multiply per 16 outputs in the plain loop LLVM vectorized before). The sums are
+    /// the plain loop's, exactly (integer products, same rounding and clamp); the row's tail
+    /// takes that loop, as does every sample where the processor lacks those instructions
+    /// (`upscale_pairs_native`). An odd last tap is paired with itself at weight 0.
     @inline(__always)
     static func combineRows(
         _ first: UnsafePointer<Int16>, rowStride: Int, fixedTaps taps: Int, weights: UnsafePointer<Int16>,
         into output: UnsafeMutablePointer<UInt8>, count: Int
     ) {
-        for x in 0..<count {
+        @inline(__always) func pairWeight(_ k: Int) -> SIMD16<Int32> {
+            let high = k + 1 < taps ? UInt32(UInt16(bitPattern: weights[k + 1])) : 0
+            return SIMD16<Int32>(repeating: Int32(bitPattern: UInt32(UInt16(bitPattern: weights[k])) | high << 16))
+        }
+        @inline(__always) func row(_ k: Int, _ x: Int) -> SIMD16<Int32> {
+            UnsafeRawPointer(first + k * rowStride + x).loadUnaligned(as: SIMD16<Int32>.self)
+        }
+        var x = 0
+        while upscale_pairs_native != 0 && x + 32 <= count {
+            var lo = SIMD16<Int32>(repeating: 1 << 19), hi = lo
+            var k = 0
+            while k < taps {
+                let a = row(k, x), b = k + 1 < taps ? row(k + 1, x) : a, w = pairWeight(k)
+                lo = upscale_dot_pairs(lo, upscale_pair_words_lo(a, b), w)
+                hi = upscale_dot_pairs(hi, upscale_pair_words_hi(a, b), w)
+                k += 2
+            }
+            UnsafeMutableRawPointer(output + x).storeBytes(of: upscale_bytes_from_pairs(lo &>> 20, hi &>> 20), as: SIMD8<Int32>.self)
+            x += 32
+        }
+        while x < count {
             var acc: Int32 = 1 << 19
             for k in 0..<taps {
                 acc &+= Int32(weights[k]) &* Int32(first[k * rowStride + x])
             }
             output[x] = UInt8(clamping: acc &>> 20)
+            x += 1
         }
     }
 }
