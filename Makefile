@@ -40,8 +40,12 @@ debug: deps
 test-deps:
 	@$(call install_missing,$(TEST_PACKAGES))
 
+# The suite builds for any x86-64 (the core's portable vector code); the core's tests run a
+# second time built for this processor, as release builds are (`-target-cpu native`: the
+# AVX-512 paths users run, in their own build folder).
 test: deps test-deps
 	$(SWIFT) test --disable-swift-testing
+	$(SWIFT) test --disable-swift-testing --scratch-path .build/native -Xswiftc -target-cpu -Xswiftc native --filter UpscaleCoreTests
 
 demo: build
 	@mkdir -p $(DEMO_OUT)
