@@ -45,6 +45,7 @@ test-deps:
 # AVX-512 paths users run, in their own build folder).
 test: deps test-deps
 	$(SWIFT) test --disable-swift-testing
+	$(SWIFT) test --disable-swift-testing --scratch-path .build/haswell -Xswiftc -target-cpu -Xswiftc haswell --filter UpscaleCoreTests
 	$(SWIFT) test --disable-swift-testing --scratch-path .build/native -Xswiftc -target-cpu -Xswiftc native --filter UpscaleCoreTests
 
 demo: build

@@ -11,6 +11,7 @@ typedef float upscale_float4 __attribute__((ext_vector_type(4)));
 typedef int upscale_int4 __attribute__((ext_vector_type(4)));
 typedef int upscale_int16 __attribute__((ext_vector_type(16)));
 typedef unsigned char upscale_bytes16 __attribute__((ext_vector_type(16)));
+typedef int upscale_int8 __attribute__((ext_vector_type(8)));
 
 static inline __attribute__((always_inline)) upscale_float16 upscale_sqrt16(upscale_float16 v) {
     return __builtin_elementwise_sqrt(v);
@@ -64,6 +65,20 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_lookup16(upsc
 #if defined(__AVX512F__)
     typedef int raw __attribute__((__vector_size__(64)));
     return (upscale_int16)__builtin_ia32_permvarsi512((raw)table, (raw)index);
+#elif defined(__AVX2__)
+    // Each 8-lane half looked up in both halves of the table (`vpermd` reads an index's low
+    // three bits) and the two picked by the index's fourth bit. The lane loop below was
+    // compiled lane by lane through the stack: a third of the classification's time.
+    typedef int raw __attribute__((__vector_size__(32)));
+    upscale_int8 low = __builtin_shufflevector(table, table, 0, 1, 2, 3, 4, 5, 6, 7);
+    upscale_int8 high = __builtin_shufflevector(table, table, 8, 9, 10, 11, 12, 13, 14, 15);
+    upscale_int8 first = __builtin_shufflevector(index, index, 0, 1, 2, 3, 4, 5, 6, 7);
+    upscale_int8 second = __builtin_shufflevector(index, index, 8, 9, 10, 11, 12, 13, 14, 15);
+    upscale_int8 a = (first & 8) != 0 ? (upscale_int8)__builtin_ia32_permvarsi256((raw)high, (raw)first)
+                                      : (upscale_int8)__builtin_ia32_permvarsi256((raw)low, (raw)first);
+    upscale_int8 b = (second & 8) != 0 ? (upscale_int8)__builtin_ia32_permvarsi256((raw)high, (raw)second)
+                                       : (upscale_int8)__builtin_ia32_permvarsi256((raw)low, (raw)second);
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 #else
     upscale_int16 out;
     for (int i = 0; i < 16; i++) out[i] = table[index[i] & 15];
@@ -112,10 +127,12 @@ UPSCALE_LANES_FROM(2)
 UPSCALE_LANES_FROM(14)
 UPSCALE_LANES_FROM(15)
 
-/// 1 where the core is built for a processor with AVX-512 BW and VNNI, whose one-instruction
-/// pair products and word shuffles make the paired loops pay; elsewhere the plain loops,
-/// vectorized by LLVM, are the faster form.
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+/// 1 where the core is built for a processor with AVX2 (or later), whose pair products
+/// (`vpmaddwd`, AVX-512 VNNI's `vpdpwssd`), word interleaves and saturating packs make the paired
+/// loops pay: for AVX2 alone LLVM lowers the portable forms below to those instructions (a
+/// `-target-cpu haswell` build's Lanczos 1.54x → 1.97x swscale at 720p → 1440p). Without AVX2
+/// the plain loops, vectorized by LLVM, run.
+#if defined(__AVX2__)
 static const int upscale_pairs_native = 1;
 #else
 static const int upscale_pairs_native = 0;
@@ -138,7 +155,6 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_pair_words_hi
 }
 
 typedef unsigned char upscale_bytes32 __attribute__((ext_vector_type(32)));
-typedef int upscale_int8 __attribute__((ext_vector_type(8)));
 typedef int upscale_int32x32 __attribute__((ext_vector_type(32)));
 /// The 32 sums of `upscale_pair_words_lo` and `_hi` products back in order (lane l of `lo`
 /// holds word 8·(l/4) + l%4, of `hi` the four after it), each clamped to 0 ... 255 as a byte.

@@ -367,8 +367,8 @@ public struct PlaneResampler: Sendable {
     /// `upscale_dot_pairs` product covers two taps of 32 outputs (a tap cost a sign extension and
     /// a 32-bit multiply per 16 outputs in the plain loop LLVM vectorized before). The sums are
     /// the plain loop's, exactly (integer products, same rounding and clamp); the row's tail
-    /// takes that loop, as does every sample where the processor lacks those instructions
-    /// (`upscale_pairs_native`). An odd last tap is paired with itself at weight 0.
+    /// takes that loop, as does every sample where the core is built without those instructions
+    /// (`upscale_pairs_native`: AVX2 or later). An odd last tap is paired with itself at weight 0.
     @inline(__always)
     static func combineRows(
         _ first: UnsafePointer<Int16>, rowStride: Int, fixedTaps taps: Int, weights: UnsafePointer<Int16>,
