@@ -127,6 +127,13 @@ UPSCALE_LANES_FROM(2)
 UPSCALE_LANES_FROM(14)
 UPSCALE_LANES_FROM(15)
 
+/// 1 where `upscale_lanes_from*` are one instruction (AVX-512's `valignd`).
+#if defined(__AVX512F__)
+static const int upscale_lane_shifts_native = 1;
+#else
+static const int upscale_lane_shifts_native = 0;
+#endif
+
 /// 1 where the core is built for a processor with AVX2 (or later), whose pair products
 /// (`vpmaddwd`, AVX-512 VNNI's `vpdpwssd`), word interleaves and saturating packs make the paired
 /// loops pay: for AVX2 alone LLVM lowers the portable forms below to those instructions (a

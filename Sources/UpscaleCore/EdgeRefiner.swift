@@ -673,11 +673,20 @@ public struct EdgeRefiner: Sendable {
             var xx = (load(cxx - 16), load(cxx)), yy = (load(cyy - 16), load(cyy)), xy = (load(cxy - 16), load(cxy))
             var x = 0
             while x < width {
-                let nextXX = load(cxx + x + 16), nextYY = load(cyy + x + 16), nextXY = load(cxy + x + 16)
-                let a = box(xx.0, xx.1, nextXX), b = box(yy.0, yy.1, nextYY), c = box(xy.0, xy.1, nextXY)
-                xx = (xx.1, nextXX)
-                yy = (yy.1, nextYY)
-                xy = (xy.1, nextXY)
+                let a: SIMD16<Float>, b: SIMD16<Float>, c: SIMD16<Float>
+                if upscale_lane_shifts_native != 0 {
+                    let nextXX = load(cxx + x + 16), nextYY = load(cyy + x + 16), nextXY = load(cxy + x + 16)
+                    a = box(xx.0, xx.1, nextXX)
+                    b = box(yy.0, yy.1, nextYY)
+                    c = box(xy.0, xy.1, nextXY)
+                    xx = (xx.1, nextXX)
+                    yy = (yy.1, nextYY)
+                    xy = (xy.1, nextXY)
+                } else {
+                    a = box(at: cxx + x)
+                    b = box(at: cyy + x)
+                    c = box(at: cxy + x)
+                }
                 // Eigenvalues t ± √q; every test below is squared, so none needs a square root.
                 let half = (a - b) * 0.5, t = (a + b) * 0.5
                 let q = half * half + c * c
@@ -749,6 +758,13 @@ public struct EdgeRefiner: Sendable {
         }
 
         /// The 5-wide sums at `here`'s 16 positions, from the 16 values before, at and after them.
+        /// The same sums from five unaligned loads, where the processor has no one-instruction lane
+        /// shift (without AVX-512 the carried vectors took 12 of AVX2's 16 registers and `classify`
+        /// spilled).
+        @inline(__always) private func box(at p: UnsafePointer<Float>) -> SIMD16<Float> {
+            ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
+        }
+
         @inline(__always) private func box(_ before: SIMD16<Float>, _ here: SIMD16<Float>, _ after: SIMD16<Float>) -> SIMD16<Float> {
             ((upscale_lanes_from14(before, here) + upscale_lanes_from15(before, here)) + (here + upscale_lanes_from1(here, after)))
                 + upscale_lanes_from2(here, after)

@@ -177,4 +177,67 @@ final class EdgeRefinerTests: XCTestCase {
             XCTAssertLessThan(differing, r == 2 ? 1 : size.0 * size.1 / 500, "x\(r)")
         }
     }
+
+    func testClassificationMatchesTheStructureTensorDefinition() throws {
+        // The definition, in Double on a real photo: central-difference gradients (half the
+        // difference of the two neighbours), their products summed over the 5x5 window, the
+        // tensor's eigenvalues l1 ≥ l2; strength √(l1/25), coherence (√l1-√l2)/(√l1+√l2), the
+        // orientation bin ⌊ψ·12/π⌋ of ψ = atan2(2·sxy, sxx-syy) in [0, 2π). A sample has a class
+        // where its strength reaches the first threshold and that class is active. The vector
+        // code computes the same sums in Float (exact for 8-bit samples); samples within a hair
+        // of a bin boundary are left out.
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        let w = photo.width, h = photo.height, m = EdgeRefiner.margin
+        for refiner in [EdgeRefiner.x2, .x3, .x4] {
+            let analysis = refiner.analyze(photo)
+            let s0 = Double(refiner.strengthThresholds.0), s1 = Double(refiner.strengthThresholds.1)
+            let k0 = Double(refiner.coherenceThresholds.0), k1 = Double(refiner.coherenceThresholds.1)
+            func sample(_ x: Int, _ y: Int) -> Double { Double(photo[x, y]) }
+            var compared = 0, classified = 0, wrong: [String] = []
+            for y in m..<(h - m) {
+                for x in m..<(w - m) {
+                    var sxx = 0.0, syy = 0.0, sxy = 0.0
+                    for dy in -2...2 {
+                        for dx in -2...2 {
+                            let gx = (sample(x + dx + 1, y + dy) - sample(x + dx - 1, y + dy)) / 2
+                            let gy = (sample(x + dx, y + dy + 1) - sample(x + dx, y + dy - 1)) / 2
+                            sxx += gx * gx
+                            syy += gy * gy
+                            sxy += gx * gy
+                        }
+                    }
+                    let t = (sxx + syy) / 2, root = (((sxx - syy) / 2) * ((sxx - syy) / 2) + sxy * sxy).squareRoot()
+                    let l1 = t + root, l2 = max(t - root, 0)
+                    let strength = (l1 / 25).squareRoot()
+                    let got = Double(analysis.strength[y * w + x])
+                    if abs(got - strength) > 1e-4 * max(1, strength) {
+                        wrong.append("strength \(got), not \(strength), at (\(x), \(y))")
+                    }
+                    let coherence = l1 > 0 ? (l1.squareRoot() - l2.squareRoot()) / (l1.squareRoot() + l2.squareRoot()) : 0
+                    var psi = atan2(sxy, (sxx - syy) / 2)
+                    if psi < 0 { psi += 2 * Double.pi }
+                    let bin = psi * 12 / Double.pi
+                    // Within a hair of a threshold or a bin boundary either side is right.
+                    let near = [strength - s0, strength - s1].contains { abs($0) < 1e-3 }
+                        || [coherence - k0, coherence - k1].contains { abs($0) < 1e-4 }
+                        || abs(bin - bin.rounded()) < 1e-4 || root < 1e-6
+                    if near { continue }
+                    compared += 1
+                    var expected = -1
+                    if strength >= s0 {
+                        let c = ((min(Int(bin), EdgeRefiner.angles - 1) * 2) + (strength >= s1 ? 1 : 0)) * EdgeRefiner.coherenceBins
+                            + (coherence >= k0 ? 1 : 0) + (coherence >= k1 ? 1 : 0)
+                        if refiner.active[c] { expected = c }
+                    }
+                    if expected >= 0 { classified += 1 }
+                    if Int(analysis.classes[y * w + x]) != expected {
+                        wrong.append("class \(analysis.classes[y * w + x]), not \(expected), at (\(x), \(y))")
+                    }
+                }
+            }
+            XCTAssertEqual(wrong.count, 0, "x\(refiner.ratio): \(wrong.count) samples differ from the definition, first \(wrong.first ?? "")")
+            XCTAssertGreaterThan(compared, (w - 2 * m) * (h - 2 * m) * 9 / 10, "x\(refiner.ratio): most samples are compared")
+            XCTAssertGreaterThan(classified, (w - 2 * m) * (h - 2 * m) / 20, "x\(refiner.ratio): many samples have a class")
+        }
+    }
 }
