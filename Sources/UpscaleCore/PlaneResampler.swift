@@ -310,18 +310,6 @@ public struct PlaneResampler: Sendable {
         _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
         polyphase: FilterBank.Polyphase, taps: Int
     ) -> Int {
-        // Lanczos3's six taps get their own unrolled loop (with the count unknown, each tap was
-        // a trip round an inner loop of its own; no speed difference measurable beside the
-        // vertical pass's, but the loop is now the one the profile reads).
-        taps == 6 ? filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: 6)
-            : filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: taps)
-    }
-
-    @inline(__always)
-    static func filterRowPolyphase(
-        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
-        polyphase: FilterBank.Polyphase, fixedTaps taps: Int
-    ) -> Int {
         precondition(polyphase.factor == 2, "the polyphase pass is for 2x")
         var i = polyphase.interior.lowerBound
         let end = polyphase.interior.upperBound
