@@ -310,6 +310,19 @@ public struct PlaneResampler: Sendable {
         _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
         polyphase: FilterBank.Polyphase, taps: Int
     ) -> Int {
+        // Lanczos3's six taps get their own unrolled loop (with the count unknown, each tap was
+        // a trip round an inner loop of its own). Measured against one loop for every count,
+        // 720p → 1440p Lanczos on photo tiles, alternating: no difference built for AVX-512,
+        // about 2% faster built for AVX2 (`-target-cpu haswell`).
+        taps == 6 ? filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: 6)
+            : filterRowPolyphase(source, into: output, polyphase: polyphase, fixedTaps: taps)
+    }
+
+    @inline(__always)
+    static func filterRowPolyphase(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>,
+        polyphase: FilterBank.Polyphase, fixedTaps taps: Int
+    ) -> Int {
         precondition(polyphase.factor == 2, "the polyphase pass is for 2x")
         var i = polyphase.interior.lowerBound
         let end = polyphase.interior.upperBound
