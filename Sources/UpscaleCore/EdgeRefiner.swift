@@ -757,14 +757,14 @@ public struct EdgeRefiner: Sendable {
             max((trace[x] + spread[x].squareRoot()) * 0.04, 0).squareRoot()
         }
 
-        /// The 5-wide sums at `here`'s 16 positions, from the 16 values before, at and after them.
-        /// The same sums from five unaligned loads, where the processor has no one-instruction lane
-        /// shift (without AVX-512 the carried vectors took 12 of AVX2's 16 registers and `classify`
-        /// spilled).
+        /// The 5-wide sums at p's 16 positions from five unaligned loads, in `box(_:_:_:)`'s order:
+        /// where the processor has no one-instruction lane shift (without AVX-512 the carried
+        /// vectors took 12 of AVX2's 16 registers and `classify` spilled).
         @inline(__always) private func box(at p: UnsafePointer<Float>) -> SIMD16<Float> {
             ((load(p - 2) + load(p - 1)) + (load(p) + load(p + 1))) + load(p + 2)
         }
 
+        /// The 5-wide sums at `here`'s 16 positions, from the 16 values before, at and after them.
         @inline(__always) private func box(_ before: SIMD16<Float>, _ here: SIMD16<Float>, _ after: SIMD16<Float>) -> SIMD16<Float> {
             ((upscale_lanes_from14(before, here) + upscale_lanes_from15(before, here)) + (here + upscale_lanes_from1(here, after)))
                 + upscale_lanes_from2(here, after)
