@@ -77,6 +77,8 @@ public enum MediaProbe {
     /// `InputFile.keepProbed`).
     public static func info(_ path: String, keepForJob: Bool = false) throws -> MediaInfo {
         MediaLibrary.configure()
+        // The job's first picture decodes on the other core while this probe runs.
+        if keepForJob { HeadStart.begin(path: path) }
         let input = try InputFile(path: path)
         if keepForJob { InputFile.keepProbed(input) }
         var streams: [StreamInfo] = []

@@ -73,7 +73,8 @@ public final class Transcoder {
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> TranscodeSummary {
         MediaLibrary.configure()
         let start = Date()
-        let input = try InputFile.takeProbed(path: job.input) ?? InputFile(path: job.input)
+        let probed = InputFile.takeProbed(path: job.input)
+        let input = try probed ?? InputFile(path: job.input)
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)
         // Frame-threaded decoding keeps a picture in flight per thread. Where the output has at
@@ -121,6 +122,7 @@ public final class Transcoder {
             throw lastError ?? UpscaleError(.processing, "no encoder could be opened")
         }
         guard let output = file else {
+            HeadStart.drop()
             return try runChunk(job.chunk!, input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
                                 cancel: cancel, start: start, progress: progress)
         }
@@ -130,6 +132,12 @@ public final class Transcoder {
 
         let (routes, copied, transcoded) = try addRoutes(input: input, videoIndex: videoIndex, output: output)
 
+        // The plan's head start, only with the file it probed (else it may be other bytes).
+        if probed != nil, let head = HeadStart.take(path: job.input) {
+            decoder.adopt(head)
+        } else {
+            HeadStart.drop()
+        }
         do {
             try output.open()
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,

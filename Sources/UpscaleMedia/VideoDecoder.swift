@@ -13,7 +13,7 @@ struct ColorDescription {
 /// Decodes one video stream and converts every picture to planar 8-bit 4:2:0
 /// core frames with libswscale. Full-range input stays full range.
 final class VideoDecoder {
-    let context: UnsafeMutablePointer<AVCodecContext>
+    private(set) var context: UnsafeMutablePointer<AVCodecContext>
     let stream: UnsafeMutablePointer<AVStream>
     let path: String
     let width: Int
@@ -31,6 +31,10 @@ final class VideoDecoder {
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
+    /// A head start this decoder continues from once the file's first video packets prove to
+    /// be the ones it decoded (see `adopt`), and those packets so far (references).
+    private var headStart: HeadStart?
+    private var checked: [UnsafeMutablePointer<AVPacket>?] = []
 
     /// `midStream`: decoding starts at a keyframe after a seek (a chunk's pre-roll). H.264
     /// open-GOP streams then reference pictures from before the seek in their memory management
@@ -104,6 +108,37 @@ final class VideoDecoder {
         avcodec_free_context(&c)
         var f: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&f)
+        for var p in checked { av_packet_free(&p) }
+    }
+
+    /// Continues from `head` (the first picture decoded while the plan probed the file) where
+    /// its decoder is the one this decoder opened: the same stream, parameter sets, picture
+    /// size and time base, one thread, damaged data an error, progressive pictures. H.264
+    /// holds pictures back for reordering by `has_b_frames`, which this decoder, opened from
+    /// the probed parameters, starts at the probe's figure, and the head start's, opened from
+    /// the container headers, at the container's (MP4: from the composition offsets) until
+    /// its first picture raises it to the parameter set's; so it must have reached this
+    /// decoder's figure and given its first picture only after that many pictures plus one,
+    /// as this decoder would: then both give the same pictures in the same order. HEVC's
+    /// output order does not depend on it. False (and nothing changes) otherwise.
+    @discardableResult
+    func adopt(_ head: HeadStart) -> Bool {
+        let par = stream.pointee.codecpar.pointee
+        guard let theirs = head.parameters?.pointee, let theirContext = head.context,
+              head.streamIndex == Int(stream.pointee.index), HeadStart.codecs.contains(par.codec_id),
+              theirs.codec_id == par.codec_id, theirs.width == par.width, theirs.height == par.height,
+              theirs.extradata_size == par.extradata_size, par.extradata_size > 0,
+              memcmp(theirs.extradata, par.extradata, Int(par.extradata_size)) == 0,
+              av_cmp_q(head.timeBase, stream.pointee.time_base) == 0,
+              context.pointee.thread_count == 1, theirContext.pointee.err_recognition == context.pointee.err_recognition,
+              par.field_order == AV_FIELD_PROGRESSIVE
+        else { return false }
+        if par.codec_id == AV_CODEC_ID_H264 {
+            guard head.reorderDepth == context.pointee.has_b_frames, head.frames.count == 1,
+                  head.packets.count == Int(head.reorderDepth) + 1 else { return false }
+        }
+        headStart = head
+        return true
     }
 
     /// Codecs whose frame-threaded decoders fail damaged pictures cleanly under AV_EF_EXPLODE
@@ -154,6 +189,41 @@ final class VideoDecoder {
     func decode(
         _ packet: UnsafeMutablePointer<AVPacket>?, make: () -> Picture, emit: (Picture, Int64) throws -> Void
     ) throws {
+        if let head = headStart {
+            if let packet, head.matches(packet, at: checked.count) {
+                checked.append(av_packet_clone(packet))
+                if checked.count == head.packets.count {
+                    // The file is where the head start's decoder is: go on with that decoder.
+                    var opened: UnsafeMutablePointer<AVCodecContext>? = context
+                    avcodec_free_context(&opened)
+                    context = head.takeContext()!
+                    let frames = head.takeFrames()
+                    forgetHeadStart()
+                    HeadStart.countAdopted()
+                    defer { for var f in frames as [UnsafeMutablePointer<AVFrame>?] { av_frame_free(&f) } }
+                    for f in frames { try deliver(f, make: make, emit: emit) }
+                }
+                return
+            }
+            // Other packets than the head start decoded (or the end first): decode from the start.
+            let earlier = checked
+            checked = []
+            forgetHeadStart()
+            defer { for var p in earlier { av_packet_free(&p) } }
+            for p in earlier { try feed(p, make: make, emit: emit) }
+        }
+        try feed(packet, make: make, emit: emit)
+    }
+
+    private func forgetHeadStart() {
+        headStart = nil
+        for var p in checked { av_packet_free(&p) }
+        checked = []
+    }
+
+    private func feed(
+        _ packet: UnsafeMutablePointer<AVPacket>?, make: () -> Picture, emit: (Picture, Int64) throws -> Void
+    ) throws {
         let sent = avcodec_send_packet(context, packet)
         if sent < 0 && sent != averrorEOF && sent != averrorEAGAIN {
             throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? noPTS)
@@ -168,25 +238,32 @@ final class VideoDecoder {
             if received == averrorEAGAIN || received == averrorEOF { return }
             if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? noPTS) }
             defer { av_frame_unref(frame) }
-            let pts = frame.pointee.best_effort_timestamp
-            if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
-                throw damaged("corrupt picture data", pts: pts)
+            try deliver(frame, make: make, emit: emit)
+        }
+    }
+
+    /// Checks, deinterlaces where asked, converts and emits one decoded picture.
+    private func deliver(
+        _ frame: UnsafeMutablePointer<AVFrame>, make: () -> Picture, emit: (Picture, Int64) throws -> Void
+    ) throws {
+        let pts = frame.pointee.best_effort_timestamp
+        if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
+            throw damaged("corrupt picture data", pts: pts)
+        }
+        if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
+            throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
+        }
+        if deinterlace {
+            if deinterlacer == nil {
+                deinterlacer = try Deinterlacer(width: frame.pointee.width, height: frame.pointee.height,
+                                                format: AVPixelFormat(rawValue: frame.pointee.format),
+                                                timeBase: stream.pointee.time_base, sampleAspect: frame.pointee.sample_aspect_ratio,
+                                                path: path)
             }
-            if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
-                throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
-            }
-            if deinterlace {
-                if deinterlacer == nil {
-                    deinterlacer = try Deinterlacer(width: frame.pointee.width, height: frame.pointee.height,
-                                                    format: AVPixelFormat(rawValue: frame.pointee.format),
-                                                    timeBase: stream.pointee.time_base, sampleAspect: frame.pointee.sample_aspect_ratio,
-                                                    path: path)
-                }
-                frame.pointee.pts = pts
-                try deinterlacer!.filter(frame) { try convert($0, pts: $1, make: make, emit: emit) }
-            } else {
-                try convert(frame, pts: pts, make: make, emit: emit)
-            }
+            frame.pointee.pts = pts
+            try deinterlacer!.filter(frame) { try convert($0, pts: $1, make: make, emit: emit) }
+        } else {
+            try convert(frame, pts: pts, make: make, emit: emit)
         }
     }
 
