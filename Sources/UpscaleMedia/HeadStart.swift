@@ -124,7 +124,7 @@ final class HeadStart: @unchecked Sendable {
         // Without parameter sets and a size in the headers the probe can change what the stream is.
         guard HeadStart.codecs.contains(par.pointee.codec_id), par.pointee.extradata_size > 0,
               par.pointee.width > 0, par.pointee.height > 0,
-              avcodec_parameters_copy(parameters, par) >= 0,
+              let parameters, avcodec_parameters_copy(parameters, par) >= 0,
               let codec = avcodec_find_decoder(par.pointee.codec_id),
               let ctx = avcodec_alloc_context3(codec) else { return }
         context = ctx
@@ -145,16 +145,18 @@ final class HeadStart: @unchecked Sendable {
             defer { av_packet_unref(packet) }
             read += 1
             guard Int(packet.pointee.stream_index) == chosen else { continue }
-            guard avcodec_send_packet(ctx, packet) >= 0 else { return }
-            packets.append(av_packet_clone(packet))
+            guard avcodec_send_packet(ctx, packet) >= 0, let kept = av_packet_clone(packet) else { return }
+            packets.append(kept)
             while true {
-                let frame = av_frame_alloc()
-                guard avcodec_receive_frame(ctx, frame) >= 0 else {
-                    var f = frame
+                guard let frame = av_frame_alloc() else { return }
+                let received = avcodec_receive_frame(ctx, frame)
+                guard received >= 0 else {
+                    var f: UnsafeMutablePointer<AVFrame>? = frame
                     av_frame_free(&f)
-                    break
+                    // Anything but "send more" is an error the job's own decoder reports itself.
+                    if received == averrorEAGAIN { break } else { return }
                 }
-                frames.append(frame!)
+                frames.append(frame)
             }
         }
         reorderDepth = ctx.pointee.has_b_frames

@@ -79,7 +79,11 @@ public enum MediaProbe {
         MediaLibrary.configure()
         // The job's first picture decodes on the other core while this probe runs.
         if keepForJob { HeadStart.begin(path: path) }
-        let input = try InputFile(path: path)
+        let input: InputFile
+        do { input = try InputFile(path: path) } catch {
+            HeadStart.drop()
+            throw error
+        }
         if keepForJob { InputFile.keepProbed(input) }
         var streams: [StreamInfo] = []
         for i in 0..<input.streamCount {

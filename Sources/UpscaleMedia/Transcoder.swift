@@ -74,6 +74,8 @@ public final class Transcoder {
         MediaLibrary.configure()
         let start = Date()
         let probed = InputFile.takeProbed(path: job.input)
+        // A head start not taken below (a failure on the way there) is not held on to.
+        defer { HeadStart.drop() }
         let input = try probed ?? InputFile(path: job.input)
         let videoIndex = try input.videoStreamIndex()
         let videoStream = input.stream(videoIndex)

@@ -63,6 +63,14 @@ final class HeadStartTests: XCTestCase {
         let head = try XCTUnwrap(HeadStart.take(path: path))
         XCTAssertEqual(head.frames.count, 1)
         XCTAssertEqual(head.packets.count, 3, "H.264 with a reorder depth of 2 gives its first picture after 3 packets")
+        // The container's reorder depth below the stream's (what `adopt` checks for H.264):
+        // the head start reaches the stream's before its first picture.
+        let lower = Fixtures.path("damage/h264-aac.mp4")
+        HeadStart.begin(path: lower)
+        let raised = try XCTUnwrap(HeadStart.take(path: lower))
+        XCTAssertEqual(raised.parameters?.pointee.video_delay, 1)
+        XCTAssertEqual(raised.reorderDepth, 2)
+        XCTAssertEqual(raised.packets.count, 3)
         // A pipe (or a device) is never opened a second time.
         let fifo = try workspace().appendingPathComponent("pipe.mp4").path
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
@@ -79,8 +87,13 @@ final class HeadStartTests: XCTestCase {
         HeadStart.begin(path: interlaced)
         let other = try XCTUnwrap(HeadStart.take(path: interlaced))
         let input = try InputFile(path: interlaced)
-        let decoder = try VideoDecoder(stream: input.stream(try input.videoStreamIndex()), path: interlaced, threads: 1)
+        let stream = input.stream(try input.videoStreamIndex())
+        XCTAssertNotEqual(stream.pointee.codecpar.pointee.field_order, AV_FIELD_PROGRESSIVE)
+        let decoder = try VideoDecoder(stream: stream, path: interlaced, threads: 1)
         XCTAssertFalse(decoder.adopt(other))
+        // Everything else matches: the same file marked progressive is taken.
+        stream.pointee.codecpar.pointee.field_order = AV_FIELD_PROGRESSIVE
+        XCTAssertTrue(decoder.adopt(other))
     }
 
     /// Every picture of `path`'s video through a one-thread decoder (as an enlarging job's),
