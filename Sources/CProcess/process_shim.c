@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "process_shim.h"
 #include <sys/prctl.h>
+#include <sched.h>
 #include <signal.h>
 #include <fcntl.h>
 
@@ -91,4 +92,9 @@ int upscale_zygote_start(upscale_zygote *zygote, int report_fd, const char *pare
     *arguments = buffer;
     *length = used;
     return 1;
+}
+
+int upscale_set_batch_scheduling(pid_t thread) {
+    struct sched_param parameters = { .sched_priority = 0 };
+    return sched_setscheduler(thread, SCHED_BATCH, &parameters);
 }

@@ -150,8 +150,9 @@ struct UpscaleCommand: ParsableCommand {
     /// The child's side: plan and run one input, report on the pipe, exit 0, 1, 2 or 130.
     private func runChild(reporter: JobReporter) throws {
         JobProcess.followParent()
-        // Planning only feeds the queue's ETA: it takes what the running jobs leave idle.
-        if childPlanOnly { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) }
+        // A job's threads are throughput work (see `runAsBatch`); planning only feeds the
+        // queue's ETA and takes what the running jobs leave idle.
+        if childPlanOnly { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) } else { JobProcess.runAsBatch() }
         var logger = Logger(label: "upscale")
         logger.logLevel = quiet ? .error : .notice
         var options = encode.upscaleOptions(output: output, overwrite: overwrite)

@@ -245,6 +245,12 @@ final class CLITests: XCTestCase {
         let commandLine = { (pid: pid_t) in try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")) }
         XCTAssertEqual(commandLine(child), commandLine(parent), "the child was started again rather than forked")
         XCTAssertNotEqual(getpgid(child), getpgid(parent))
+        // Every thread of the running job (x265's, the scaler's, the decoder's) is batch work.
+        let threads = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/task")) ?? []).compactMap { pid_t($0) }
+        XCTAssertGreaterThan(threads.count, 2)
+        let policies = threads.map { sched_getscheduler($0) }.filter { $0 >= 0 }
+        let batch: Int32 = 3 // SCHED_BATCH (linux/sched.h), not imported into Swift
+        XCTAssertEqual(Set(policies), [batch], "scheduling policies of the job's threads")
         kill(parent, SIGKILL)
         process.waitUntilExit()
         // Running (or stopping) rather than gone or a zombie nobody has reaped yet.

@@ -6,6 +6,10 @@
 /// which Swift cannot call). Returns 0, or -1 with errno set.
 int upscale_set_parent_death_signal(int sig);
 
+/// Puts thread `thread` under SCHED_BATCH, nice value kept (SCHED_BATCH is a GNU name that
+/// Swift's Glibc module does not import). Returns 0, or -1 with errno set.
+int upscale_set_batch_scheduling(pid_t thread);
+
 
 
 /// A copy of this process, made by fork() before the process starts any thread, that
