@@ -109,16 +109,8 @@ final class HeadStart: @unchecked Sendable {
         // from what the probe learnt, so the probed file's packets differ from these (measured:
         // the third packet's) and the head start would always be dropped.
         guard String(cString: input.pointee.iformat.pointee.name).hasPrefix("mov,mp4") else { return }
-        // The stream the transcoder will choose (`InputFile.videoStreamIndex`), from the headers.
-        var chosen: Int?
-        for i in 0..<Int(input.pointee.nb_streams) {
-            let s = input.pointee.streams[i]!
-            guard s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO,
-                  s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
-            if s.pointee.disposition & AV_DISPOSITION_DEFAULT != 0 { chosen = i; break }
-            if chosen == nil { chosen = i }
-        }
-        guard let chosen else { return }
+        // The stream the transcoder will choose, from the headers.
+        guard let chosen = InputFile.videoStreamIndex(in: input) else { return }
         let stream = input.pointee.streams[chosen]!
         let par = stream.pointee.codecpar!
         // Without parameter sets and a size in the headers the probe can change what the stream is.

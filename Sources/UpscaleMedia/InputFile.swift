@@ -69,16 +69,22 @@ final class InputFile {
 
     /// The first real video stream (cover art and other attached pictures are skipped).
     func videoStreamIndex() throws -> Int {
+        if let index = InputFile.videoStreamIndex(in: context) { return index }
+        throw UpscaleError(.input, "'\(path)' has no video stream (audio only?); nothing to upscale")
+    }
+
+    /// The stream `videoStreamIndex()` picks, in any opened container (the head start's too):
+    /// the default video stream, else the first, never an attached picture.
+    static func videoStreamIndex(in container: UnsafeMutablePointer<AVFormatContext>) -> Int? {
         var fallback: Int?
-        for i in 0..<streamCount {
-            let s = stream(i)
+        for i in 0..<Int(container.pointee.nb_streams) {
+            let s = container.pointee.streams[i]!
             guard s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO else { continue }
             if s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0 { continue }
             if s.pointee.disposition & AV_DISPOSITION_DEFAULT != 0 { return i }
             if fallback == nil { fallback = i }
         }
-        if let fallback { return fallback }
-        throw UpscaleError(.input, "'\(path)' has no video stream (audio only?); nothing to upscale")
+        return fallback
     }
 
     /// Reads the next packet into `packet`; false at the end of the file.
