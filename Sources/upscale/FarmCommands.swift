@@ -81,6 +81,11 @@ struct WorkerCommand: ParsableCommand {
 
     func run() throws {
         MediaLibrary.configure()
+        // A render node's worker is throughput work like a job's child process (see
+        // `runAsBatch`): every thread, and every thread started later (x265's, the scaler's,
+        // the connection's), under SCHED_BATCH. Heartbeats still run within milliseconds of
+        // waking; a lease is a minute.
+        JobProcess.runAsBatch()
         let paths: PathMap
         do { paths = try PathMap(map) } catch let e as FarmError { throw CLIError(status: 2, e.description) }
         let store = try queue.open()

@@ -225,18 +225,38 @@ final class WorkerTests: XCTestCase {
     }
 
     /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
-    /// within the test's deadline: it was woken by NOTIFY.
+    /// within the test's deadline: it was woken by NOTIFY. Its threads, idle and working, are
+    /// all batch work.
     func testIdleWorkerIsWokenByNotify() throws {
         let dir = try workspace()
         let q = try queue()
         let worker = try start(["worker", "--name", "idle"], idlePoll: 600)
         Thread.sleep(forTimeInterval: 2) // started, listening, idle: its one claim found nothing
         XCTAssertTrue(worker.0.isRunning)
+        let pid = worker.0.processIdentifier
+        let idle = threadPolicies(pid)
+        XCTAssertEqual(Set(idle.values), [batch], "scheduling policies of the idle worker's \(idle.count) threads")
         try submit(dir, seconds: "2")
-        try waitUntil("the job is done") { try q.list().first?.state == "done" }
+        // The threads the job starts (x265's, the scaler's, the stages') inherit it.
+        var busiest = idle
+        try waitUntil("the job is done") {
+            let now = threadPolicies(pid)
+            if now.count > busiest.count { busiest = now }
+            return try q.list().first?.state == "done"
+        }
+        XCTAssertGreaterThan(busiest.count, idle.count + 2, "the job's threads were never seen")
+        XCTAssertEqual(Set(busiest.values), [batch], "scheduling policies of the working worker's \(busiest.count) threads")
         kill(worker.0.processIdentifier, SIGTERM)
         let text = finish(worker)
         XCTAssertTrue(text.contains("1 joins"), text)
+    }
+
+    private let batch: Int32 = 3 // SCHED_BATCH (linux/sched.h), not imported into Swift
+
+    /// The scheduling policy of each thread of process `pid` (threads gone while read are left out).
+    private func threadPolicies(_ pid: pid_t) -> [pid_t: Int32] {
+        let threads = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { pid_t($0) }
+        return Dictionary(uniqueKeysWithValues: threads.map { ($0, sched_getscheduler($0)) }.filter { $0.1 >= 0 })
     }
 
     /// No server there, a password in the address, no queue at all: one line each, at once.
