@@ -198,8 +198,12 @@ public enum JobPlanner {
         if let given = options.output, !outputIsFolder {
             output = given
             ext = URL(fileURLWithPath: given).pathExtension.lowercased()
+            let choices = codec.containers.map { "." + $0 }.joined(separator: ", ")
+            guard !ext.isEmpty else {
+                throw UpscaleError(.usage, "'\(given)' is not a folder and its name has no extension; give an existing folder, or a file name ending in \(choices)")
+            }
             guard codec.containers.contains(ext) else {
-                throw UpscaleError(.usage, "'\(given)': \(codec.rawValue) cannot be written to a .\(ext) file; use \(codec.containers.map { "." + $0 }.joined(separator: ", "))")
+                throw UpscaleError(.usage, "'\(given)': \(codec.rawValue) cannot be written to a .\(ext) file; use \(choices)")
             }
         } else {
             if codec.containers.contains(inputExt) && keptContainers.contains(inputExt) {

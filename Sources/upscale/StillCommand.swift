@@ -54,6 +54,14 @@ extension UpscaleCommand {
         }
         var output: String
         if let given = self.output, !(isFolder(given) || childBatch || given.hasSuffix("/")) {
+            // libvips picks the saver by the name's extension.
+            let givenExt = URL(fileURLWithPath: given).pathExtension.lowercased()
+            guard !givenExt.isEmpty else {
+                throw UpscaleError(.usage, "'\(given)' is not a folder and its name has no extension; give an existing folder, or a file name ending in .jpg, .png, .webp or .tif")
+            }
+            guard StillImage.canSave(extension: givenExt) else {
+                throw UpscaleError(.usage, "'\(given)': this libvips cannot write .\(givenExt) files; name the output .jpg, .png, .webp or .tif")
+            }
             output = given
         } else {
             let folder = self.output ?? inputURL.deletingLastPathComponent().path

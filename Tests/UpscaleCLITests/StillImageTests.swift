@@ -304,6 +304,15 @@ final class StillImageTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains(expected), "\(name): \(result.stderr)")
             XCTAssertEqual(listing(), before, "\(name) left files")
         }
+        // An output name libvips has no saver for: a usage error before any work, nothing written.
+        for (output, expected) in [(path("no-such-folder"), "is not a folder and its name has no extension"),
+                                   (path("big.mp4"), "this libvips cannot write .mp4 files")] {
+            let result = try run([butterfly, "--output", output])
+            XCTAssertEqual(result.status, 2, "\(output): \(result.stderr)")
+            XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+            XCTAssertTrue(result.stderr.contains(expected), "\(output): \(result.stderr)")
+            XCTAssertEqual(listing(), before, "\(output) left files")
+        }
         // Damage in the middle of a JPEG: an output, or one clean error, never a crash.
         let zeroed = try run([path("zeroed.jpg")])
         XCTAssertTrue([0, 1].contains(zeroed.status), zeroed.stderr)

@@ -66,7 +66,17 @@ final class JobPlannerTests: XCTestCase {
                                          options: UpscaleOptions(output: "/tmp"))
         XCTAssertEqual(folder.output, "/tmp/street-2s Upscaled.mp4")
         XCTAssertThrowsError(try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
-                                                 options: UpscaleOptions(output: dir.appendingPathComponent("x.webm").path)))
+                                                 options: UpscaleOptions(output: dir.appendingPathComponent("x.webm").path))) { error in
+            XCTAssertEqual((error as? UpscaleError)?.message.hasSuffix("hevc cannot be written to a .webm file; use .mov, .mp4, .m4v, .mkv"), true, "\(error)")
+        }
+        // A name without an extension that is no folder: neither a file type nor a folder to write into.
+        let missing = dir.appendingPathComponent("no-such-folder").path
+        XCTAssertThrowsError(try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
+                                                 options: UpscaleOptions(output: missing))) { error in
+            XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
+            XCTAssertEqual((error as? UpscaleError)?.message,
+                           "'\(missing)' is not a folder and its name has no extension; give an existing folder, or a file name ending in .mov, .mp4, .m4v, .mkv")
+        }
     }
 
     func testHEVCLimitNamesProRes() throws {
