@@ -146,6 +146,16 @@ public enum JobPlanner {
     /// Containers kept as they are; any other input container becomes .mov.
     static let keptContainers: Set<String> = ["mov", "mp4", "m4v", "mkv"]
 
+    /// Whether `a` and `b` name the same file: the same path, or (both existing) the same inode
+    /// through another path (a symlinked folder, a hard link). Writing the output renames over
+    /// its name, so an output that is the input under another name would replace the original.
+    public static func sameFile(_ a: String, _ b: String) -> Bool {
+        if URL(fileURLWithPath: a).standardizedFileURL.path == URL(fileURLWithPath: b).standardizedFileURL.path { return true }
+        var sa = stat(), sb = stat()
+        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
+    }
+
     /// The default output name: "<name> Upscaled.<ext>".
     public static func outputName(for input: String, extension ext: String) -> String {
         let base = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
@@ -229,7 +239,7 @@ public enum JobPlanner {
         guard isDirectory(folder) else {
             throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
         }
-        if URL(fileURLWithPath: output).standardizedFileURL.path == URL(fileURLWithPath: input).standardizedFileURL.path {
+        if JobPlanner.sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
         }
         if FileManager.default.fileExists(atPath: output) && !options.overwrite {

@@ -73,6 +73,9 @@ extension UpscaleCommand {
         guard isFolder(folder) else {
             throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
         }
+        if JobPlanner.sameFile(output, input) {
+            throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
+        }
         if FileManager.default.fileExists(atPath: output) && !overwrite {
             throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
         }

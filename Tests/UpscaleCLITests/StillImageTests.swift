@@ -313,6 +313,12 @@ final class StillImageTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains(expected), "\(output): \(result.stderr)")
             XCTAssertEqual(listing(), before, "\(output) left files")
         }
+        // The photo itself as the output, even with --overwrite: refused, the photo untouched.
+        try bytes.write(to: URL(fileURLWithPath: path("photo.jpg")))
+        let itself = try run([path("photo.jpg"), "--output", path("photo.jpg"), "--overwrite"])
+        XCTAssertEqual(itself.status, 2, itself.stderr)
+        XCTAssertTrue(itself.stderr.contains("is the input itself"), itself.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path("photo.jpg"))), bytes)
         // Damage in the middle of a JPEG: an output, or one clean error, never a crash.
         let zeroed = try run([path("zeroed.jpg")])
         XCTAssertTrue([0, 1].contains(zeroed.status), zeroed.stderr)

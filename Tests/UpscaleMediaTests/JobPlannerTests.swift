@@ -69,6 +69,17 @@ final class JobPlannerTests: XCTestCase {
                                                  options: UpscaleOptions(output: dir.appendingPathComponent("x.webm").path))) { error in
             XCTAssertEqual((error as? UpscaleError)?.message.hasSuffix("hevc cannot be written to a .webm file; use .mov, .mp4, .m4v, .mkv"), true, "\(error)")
         }
+        // The input itself as the output, even with --overwrite: by its own path, and through a
+        // symlinked folder (renaming over that name would replace the original).
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let alias = dir.deletingLastPathComponent().appendingPathComponent(dir.lastPathComponent + "-alias")
+        try FileManager.default.createSymbolicLink(at: alias, withDestinationURL: dir)
+        defer { try? FileManager.default.removeItem(at: alias) }
+        for output in [input, alias.appendingPathComponent("street-2s.mp4").path] {
+            XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(output: output, overwrite: true))) { error in
+                XCTAssertEqual((error as? UpscaleError)?.message, "the output '\(output)' is the input itself; choose another --output")
+            }
+        }
         // A name without an extension that is no folder: neither a file type nor a folder to write into.
         let missing = dir.appendingPathComponent("no-such-folder").path
         XCTAssertThrowsError(try JobPlanner.plan(input: dir.appendingPathComponent("street-2s.mp4").path,
