@@ -63,6 +63,9 @@ public struct EncoderSettings: Sendable, Equatable {
     /// (see `ChunkTask.keyframeInterval`).
     public var keyframeInterval: Int?
 
+    /// libx264's and libx265's preset names, fastest first.
+    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+
     public init(codec: VideoCodec = .hevc, crf: Int? = nil, preset: String? = nil, threads: Int? = nil, hevcEncoder: String? = nil) {
         self.codec = codec
         self.crf = crf

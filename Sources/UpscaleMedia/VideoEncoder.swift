@@ -119,8 +119,9 @@ final class VideoEncoder {
             av_opt_set(priv, "crf", String(crf), 0)
         }
         if software, let preset = settings.preset ?? settings.codec.defaultPreset {
-            if av_opt_set(priv, "preset", preset, 0) < 0 {
-                throw UpscaleError(.usage, "--preset '\(preset)' is not a \(name) preset; try ultrafast, fast, medium or slow")
+            // libx265 takes any string here and fails only when opened.
+            guard EncoderSettings.presets.contains(preset), av_opt_set(priv, "preset", preset, 0) >= 0 else {
+                throw UpscaleError(.usage, "--preset '\(preset)' is not a \(name) preset; use one of \(EncoderSettings.presets.joined(separator: ", "))")
             }
         }
         let opened = avcodec_open2(ctx, codec, nil)

@@ -74,6 +74,9 @@ struct EncodeOptions: ParsableArguments {
         if encoder != "auto" && codec != nil && codec != .hevc {
             throw ValidationError("--encoder chooses an HEVC encoder; it does not go with --codec \(codec!.rawValue)")
         }
+        if let preset, !EncoderSettings.presets.contains(preset) {
+            throw ValidationError("--preset must be one of " + EncoderSettings.presets.joined(separator: ", "))
+        }
         if let crf, !(0...51).contains(crf) {
             throw ValidationError("--crf must be between 0 and 51")
         }

@@ -202,6 +202,11 @@ final class CLITests: XCTestCase {
             let result = try upscale(arguments, in: dir)
             XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
         }
+        // A preset name neither x264 nor x265 has: refused before any work (libx265 took it and
+        // failed to open, exit 1).
+        let preset = try upscale(["street-2s.mp4", "--preset", "warp"], in: dir)
+        XCTAssertEqual(preset.status, 2, preset.stderr)
+        XCTAssertTrue(preset.stderr.contains("--preset must be one of ultrafast, superfast"), preset.stderr)
         let tooWide = try upscale(["street-2s.mp4", "--width", "10240", "--codec", "hevc"], in: dir)
         XCTAssertEqual(tooWide.status, 2)
         XCTAssertTrue(tooWide.stderr.contains("--codec prores"), tooWide.stderr)

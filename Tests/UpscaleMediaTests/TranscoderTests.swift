@@ -321,6 +321,13 @@ final class TranscoderTests: XCTestCase {
                 XCTAssertTrue(e?.message.contains("has none, drop --") ?? false, "\(error)")
             }
         }
+        for codec in [VideoCodec.hevc, .h264] {
+            let settings = EncoderSettings(codec: codec, preset: "warp", hevcEncoder: codec == .hevc ? "libx265" : nil)
+            XCTAssertThrowsError(try run(input, UpscaleOptions(width: 384, encoder: settings, overwrite: true))) { error in
+                XCTAssertEqual((error as? UpscaleError)?.kind, .usage, "\(error)")
+                XCTAssertTrue("\(error)".contains("--preset 'warp' is not a lib"), "\(error)")
+            }
+        }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["street-2s.mp4"], "nothing left behind")
     }
 
