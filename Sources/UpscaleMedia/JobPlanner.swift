@@ -193,7 +193,7 @@ public enum JobPlanner {
         var encoder = options.encoder
         if !encoder.codec.accepts(width: size.width, height: size.height) {
             guard !options.codecChosen else {
-                throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(encoder.codec.rawValue) can encode (HEVC: 8192x4320); use --codec prores for larger output")
+                throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(encoder.codec.rawValue) can encode (\(encoder.codec.sizeLimit)); use --codec prores for larger output")
             }
             // As fx-upscale does: past HEVC's picture size limit, ProRes 422 in .mov.
             notices.append("\(size.width)x\(size.height) is beyond HEVC's limit (8192x4320); writing ProRes 422 in .mov instead")

@@ -47,6 +47,15 @@ public enum VideoCodec: String, Sendable, CaseIterable {
         case .prores, .ffv1: return true
         }
     }
+
+    /// `accepts`' limit in words, for messages.
+    public var sizeLimit: String {
+        switch self {
+        case .hevc: return "8192x4320"
+        case .h264: return "16384 a side, 35.65 million pixels"
+        case .prores, .ffv1: return "none"
+        }
+    }
 }
 
 /// How to encode the upscaled video.

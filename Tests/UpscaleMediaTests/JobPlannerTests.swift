@@ -101,7 +101,12 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertTrue(auto.notices.contains { $0.contains("ProRes") }, "\(auto.notices)")
         XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, codecChosen: true))) { error in
             XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
-            XCTAssertTrue("\(error)".contains("--codec prores"))
+            XCTAssertTrue("\(error)".contains("hevc can encode (8192x4320); use --codec prores"), "\(error)")
+        }
+        // H.264 has its own limit (level 6.2), named as such.
+        let h264 = UpscaleOptions(width: 16384, encoder: EncoderSettings(codec: .h264), codecChosen: true)
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: h264)) { error in
+            XCTAssertTrue("\(error)".contains("16384x12288 is beyond what h264 can encode (16384 a side, 35.65 million pixels)"), "\(error)")
         }
         XCTAssertNoThrow(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, encoder: EncoderSettings(codec: .prores))))
         XCTAssertNoThrow(try JobPlanner.plan(input: input, options: UpscaleOptions(height: 4320)))
