@@ -24,6 +24,9 @@ public struct UpscaleOptions: Sendable {
     /// When the output name in a folder is taken, use "<name> Upscaled 2.<ext>" (3, …) instead
     /// of refusing (the watch folder never overwrites and never stops on a collision).
     public var uniqueName = false
+    /// Outputs written earlier in the same run (a batch): a job whose output is one of them is
+    /// refused rather than replacing it, with or without `overwrite`.
+    public var taken: [String] = []
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
@@ -156,6 +159,13 @@ public enum JobPlanner {
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
+    /// Refuses an output that an earlier input of the same run was written to (two inputs of
+    /// one name from different folders into one --output folder, or a.avi beside a.mov).
+    public static func checkNotTaken(_ output: String, by input: String, taken: [String]) throws {
+        guard taken.contains(where: { sameFile($0, output) }) else { return }
+        throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which an earlier file of this run was just upscaled to; upscale it on its own into another folder (--output) so neither result is lost")
+    }
+
     /// The default output name: "<name> Upscaled.<ext>".
     public static func outputName(for input: String, extension ext: String) -> String {
         let base = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
@@ -242,6 +252,7 @@ public enum JobPlanner {
         if JobPlanner.sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
         }
+        try JobPlanner.checkNotTaken(output, by: input, taken: options.taken)
         if FileManager.default.fileExists(atPath: output) && !options.overwrite {
             throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
         }

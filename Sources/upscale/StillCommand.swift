@@ -76,6 +76,7 @@ extension UpscaleCommand {
         if JobPlanner.sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
         }
+        try JobPlanner.checkNotTaken(output, by: input, taken: childTaken)
         if FileManager.default.fileExists(atPath: output) && !overwrite {
             throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
         }

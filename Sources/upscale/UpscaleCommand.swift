@@ -59,6 +59,8 @@ struct UpscaleCommand: ParsableCommand {
     /// Set by the watch folder: when the output folder lacks the space the job may need,
     /// exit with `JobProcess.noSpaceStatus` before starting (the job waits) instead of a note.
     @Flag(help: .hidden) var waitForSpace = false
+    /// Set on a child of a batch: the outputs earlier inputs of the batch were written to.
+    @Option(help: .hidden) var childTaken: [String] = []
 
     func validate() throws {
         if !(1...64).contains(jobs) { throw ValidationError("--jobs must be between 1 and 64") }
@@ -97,9 +99,12 @@ struct UpscaleCommand: ParsableCommand {
         let executable = selfExecutable()
 
         var failed = 0
+        // Outputs written so far: a later input whose output lands on one fails instead of replacing it.
+        var written: [String] = []
         for input in inputs {
             if cancel.isCancelled { break }
             var arguments = encode.arguments + ["--child-report-fd", String(JobProcess.reportDescriptor)]
+            for path in written { arguments += ["--child-taken", path] }
             if let output { arguments += ["--output", output] }
             if overwrite { arguments.append("--overwrite") }
             if verbose { arguments.append("--verbose") }
@@ -123,6 +128,7 @@ struct UpscaleCommand: ParsableCommand {
             switch outcome {
             case .exited(0):
                 if let summary = state.summary { console.line(summary) }
+                if let output = state.output { written.append(output) }
             case .exited(2):
                 state.printError()
                 throw ExitCode(2)
@@ -157,6 +163,7 @@ struct UpscaleCommand: ParsableCommand {
         logger.logLevel = quiet ? .error : .notice
         var options = encode.upscaleOptions(output: output, overwrite: overwrite)
         options.uniqueName = uniqueName
+        options.taken = childTaken
         let cancel = CancellationFlag()
         let trap = SignalTrap(repeatable: true) { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }

@@ -195,6 +195,34 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 
+    /// Two inputs of one name from two folders into one --output folder, with --overwrite: the
+    /// second would replace the first's result, so it fails; the first result stays and the
+    /// batch goes on to the next file.
+    func testBatchNeverReplacesAnOutputItWroteItself() throws {
+        let dir = try workspace(["street-2s.mp4", "street-hlg.mp4", "baboon.jpg", "fruits.jpg"])
+        for folder in ["one", "two", "out"] {
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        let move = { (from: String, to: String) in
+            try FileManager.default.moveItem(at: dir.appendingPathComponent(from), to: dir.appendingPathComponent(to))
+        }
+        try move("street-2s.mp4", "one/clip.mp4")
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("street-hlg.mp4"), to: dir.appendingPathComponent("two/clip.mp4"))
+        try move("baboon.jpg", "one/photo.jpg")
+        try move("fruits.jpg", "two/photo.jpg")
+        let result = try upscale(["one/clip.mp4", "two/clip.mp4", "one/photo.jpg", "two/photo.jpg", "street-hlg.mp4",
+                                  "--output", "out", "--overwrite", "--preset", "ultrafast", "--scale", "0.5"], in: dir)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.stderr.split(separator: "\n").count, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("'two/clip.mp4' would be written to"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("'two/photo.jpg' would be written to"), result.stderr)
+        XCTAssertEqual(listing(dir.appendingPathComponent("out")), ["clip Upscaled.mp4", "photo Upscaled.jpg", "street-hlg Upscaled.mp4"])
+        // The first clip's result (768x576 halved), not the second's (192x144 halved); the
+        // baboon's (512x512 halved), not the fruits' (512x480).
+        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out/clip Upscaled.mp4")), "384x288")
+        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out/photo Upscaled.jpg")), "256x256")
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
