@@ -130,7 +130,9 @@ public final class StillImage {
         let raw = path + ".raw"
         defer { unlink(raw) }
         guard let file = fopen(raw, "wb") else {
-            throw ImagePlanes.ImageError(message: "cannot write '\(raw)': \(String(cString: strerror(errno)))")
+            // The strip file is ours; the folder is what the user can change.
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            throw ImagePlanes.ImageError(message: "cannot write in '\(folder)': \(String(cString: strerror(errno))); pick another --output folder")
         }
         var closed = false
         defer { if !closed { fclose(file) } }

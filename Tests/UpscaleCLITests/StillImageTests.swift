@@ -313,6 +313,10 @@ final class StillImageTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains(expected), "\(output): \(result.stderr)")
             XCTAssertEqual(listing(), before, "\(output) left files")
         }
+        // A folder nothing can be created in (/proc): the folder named, not the strip file inside it.
+        let unwritable = try run([butterfly, "--output", "/proc/"])
+        XCTAssertEqual(unwritable.status, 1, unwritable.stderr)
+        XCTAssertEqual(unwritable.stderr, "error: cannot write in '/proc': No such file or directory; pick another --output folder\n")
         // The photo itself as the output, even with --overwrite: refused, the photo untouched.
         try bytes.write(to: URL(fileURLWithPath: path("photo.jpg")))
         let itself = try run([path("photo.jpg"), "--output", path("photo.jpg"), "--overwrite"])
