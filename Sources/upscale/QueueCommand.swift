@@ -55,12 +55,18 @@ struct QueueCommand: ParsableCommand {
 
         func run() throws {
             if queue.given != nil {
-                let count = try queue.open().retry(ids: try SharedQueue.ids([folder].compactMap { $0 } + files))
+                let ids = [folder].compactMap { $0 } + files
+                let count = try queue.open().retry(ids: try SharedQueue.ids(ids))
+                // Named jobs that match nothing are a mistake to report; "retry all" with none failed is not.
+                if count == 0 && !ids.isEmpty { throw CLIError(status: 1, "no failed or cancelled job with id \(ids.joined(separator: ", ")) on the queue") }
                 print(count == 0 ? "nothing to retry" : "queued again: \(count) job(s)")
                 return
             }
             let root = WatchFolder(root: try required(folder))
             let queued = try QueueActions.retry(folder: root, store: try root.openStore(create: false), files: files)
+            if queued.isEmpty && !files.isEmpty {
+                throw CLIError(status: 1, "no failed or cancelled job for \(files.map { "'\($0)'" }.joined(separator: ", ")) in \(root.root)")
+            }
             print(queued.isEmpty ? "nothing to retry" : "queued again: " + queued.joined(separator: ", "))
         }
     }
@@ -79,8 +85,13 @@ struct QueueCommand: ParsableCommand {
                 let root = WatchFolder(root: try required(folder))
                 count = try QueueActions.cancel(folder: root, store: try root.openStore(create: false), files: files)
             }
-            print(count == 0 ? "no queued or running job for \(files.joined(separator: ", "))" : "cancelled \(count) job(s)")
-            if count == 0 { throw ExitCode(1) }
+            if count == 0 {
+                let shared = queue.given != nil
+                let named = ([folder].compactMap { shared ? $0 : nil } + files).map { "'\($0)'" }.joined(separator: ", ")
+                let place = shared ? "on the queue" : "in \(WatchFolder(root: try required(folder)).root)"
+                throw CLIError(status: 1, "no queued or running job for \(named.isEmpty ? "any file (name the files to cancel)" : named) \(place)")
+            }
+            print("cancelled \(count) job(s)")
         }
     }
 

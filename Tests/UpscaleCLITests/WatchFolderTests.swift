@@ -375,6 +375,14 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(files("").contains("later.mp4"), "a cancelled file stays where it is")
         // The bad file failed into Failed/; retry brings it back and it fails again, cleanly.
         XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
+        // Names that match no job: one line on stderr, exit 1, nothing changed.
+        let noRetry = try upscale(["queue", "retry", inbox.path, "nope.mov"])
+        XCTAssertEqual(noRetry.status, 1, noRetry.stderr)
+        XCTAssertEqual(noRetry.stderr, "error: no failed or cancelled job for 'nope.mov' in \(inbox.path)\n")
+        let noCancel = try upscale(["queue", "cancel", inbox.path, "nope.mov"])
+        XCTAssertEqual(noCancel.status, 1, noCancel.stderr)
+        XCTAssertEqual(noCancel.stderr, "error: no queued or running job for 'nope.mov' in \(inbox.path)\n")
+        XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
         XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "bad.mov"]).status, 0)
         XCTAssertEqual(files("Failed"), [])
         XCTAssertTrue(files("").contains("bad.mov"))
