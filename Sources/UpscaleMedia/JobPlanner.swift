@@ -152,18 +152,31 @@ public enum JobPlanner {
     /// Whether `a` and `b` name the same file: the same path, or (both existing) the same inode
     /// through another path (a symlinked folder, a hard link). Writing the output renames over
     /// its name, so an output that is the input under another name would replace the original.
-    public static func sameFile(_ a: String, _ b: String) -> Bool {
+    static func sameFile(_ a: String, _ b: String) -> Bool {
         if URL(fileURLWithPath: a).standardizedFileURL.path == URL(fileURLWithPath: b).standardizedFileURL.path { return true }
         var sa = stat(), sb = stat()
         guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
-    /// Refuses an output that an earlier input of the same run was written to (two inputs of
-    /// one name from different folders into one --output folder, or a.avi beside a.mov).
-    public static func checkNotTaken(_ output: String, by input: String, taken: [String]) throws {
-        guard taken.contains(where: { sameFile($0, output) }) else { return }
-        throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which an earlier file of this run was just upscaled to; upscale it on its own into another folder (--output) so neither result is lost")
+    /// The checks every output path gets, videos' and stills' alike: its folder exists; it is
+    /// not the input itself (by any path), nor a file an earlier input of the same run was
+    /// written to (two inputs of one name from different folders into one --output folder, or
+    /// a.avi beside a.mov), nor an existing file unless `overwrite`.
+    public static func checkOutput(_ output: String, input: String, taken: [String], overwrite: Bool) throws {
+        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        guard isDirectory(folder) else {
+            throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
+        }
+        if sameFile(output, input) {
+            throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
+        }
+        if taken.contains(where: { sameFile($0, output) }) {
+            throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which an earlier file of this run was just upscaled to; upscale it on its own into another folder (--output) so neither result is lost")
+        }
+        if FileManager.default.fileExists(atPath: output) && !overwrite {
+            throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
+        }
     }
 
     /// The default output name: "<name> Upscaled.<ext>".
@@ -245,17 +258,7 @@ public enum JobPlanner {
             output = URL(fileURLWithPath: folder).appendingPathComponent(free).path
         }
 
-        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        guard isDirectory(folder) else {
-            throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
-        }
-        if JobPlanner.sameFile(output, input) {
-            throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
-        }
-        try JobPlanner.checkNotTaken(output, by: input, taken: options.taken)
-        if FileManager.default.fileExists(atPath: output) && !options.overwrite {
-            throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
-        }
+        try checkOutput(output, input: input, taken: options.taken, overwrite: options.overwrite)
         if isDirectory(output) {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }

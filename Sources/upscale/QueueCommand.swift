@@ -78,18 +78,20 @@ struct QueueCommand: ParsableCommand {
         @OptionGroup var queue: QueueOption
 
         func run() throws {
-            let count: Int
+            let count: Int, named: [String], place: String
             if queue.given != nil {
-                count = try queue.open().cancel(ids: try SharedQueue.ids([folder].compactMap { $0 } + files))
+                named = [folder].compactMap { $0 } + files
+                count = try queue.open().cancel(ids: try SharedQueue.ids(named))
+                place = "on the queue"
             } else {
                 let root = WatchFolder(root: try required(folder))
+                named = files
                 count = try QueueActions.cancel(folder: root, store: try root.openStore(create: false), files: files)
+                place = "in \(root.root)"
             }
             if count == 0 {
-                let shared = queue.given != nil
-                let named = ([folder].compactMap { shared ? $0 : nil } + files).map { "'\($0)'" }.joined(separator: ", ")
-                let place = shared ? "on the queue" : "in \(WatchFolder(root: try required(folder)).root)"
-                throw CLIError(status: 1, "no queued or running job for \(named.isEmpty ? "any file (name the files to cancel)" : named) \(place)")
+                let list = named.map { "'\($0)'" }.joined(separator: ", ")
+                throw CLIError(status: 1, "no queued or running job for \(list.isEmpty ? "any file (name the files to cancel)" : list) \(place)")
             }
             print("cancelled \(count) job(s)")
         }

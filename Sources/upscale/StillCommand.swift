@@ -55,12 +55,12 @@ extension UpscaleCommand {
         var output: String
         if let given = self.output, !(isFolder(given) || childBatch || given.hasSuffix("/")) {
             // libvips picks the saver by the name's extension.
-            let givenExt = URL(fileURLWithPath: given).pathExtension.lowercased()
+            let givenExt = URL(fileURLWithPath: given).pathExtension.lowercased(), usual = ".jpg, .png, .webp or .tif"
             guard !givenExt.isEmpty else {
-                throw UpscaleError(.usage, "'\(given)' is not a folder and its name has no extension; give an existing folder, or a file name ending in .jpg, .png, .webp or .tif")
+                throw UpscaleError(.usage, "'\(given)' is not a folder and its name has no extension; give an existing folder, or a file name ending in \(usual)")
             }
             guard StillImage.canSave(extension: givenExt) else {
-                throw UpscaleError(.usage, "'\(given)': this libvips cannot write .\(givenExt) files; name the output .jpg, .png, .webp or .tif")
+                throw UpscaleError(.usage, "'\(given)': this libvips cannot write .\(givenExt) files; name the output \(usual)")
             }
             output = given
         } else {
@@ -69,17 +69,7 @@ extension UpscaleCommand {
             output = URL(fileURLWithPath: folder)
                 .appendingPathComponent(uniqueName && !overwrite ? FolderWrites.freeName(name, in: folder) : name).path
         }
-        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        guard isFolder(folder) else {
-            throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
-        }
-        if JobPlanner.sameFile(output, input) {
-            throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
-        }
-        try JobPlanner.checkNotTaken(output, by: input, taken: childTaken)
-        if FileManager.default.fileExists(atPath: output) && !overwrite {
-            throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
-        }
+        try JobPlanner.checkOutput(output, input: input, taken: childTaken, overwrite: overwrite)
         return output
     }
 
