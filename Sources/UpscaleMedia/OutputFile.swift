@@ -38,6 +38,30 @@ final class OutputFile {
         return avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
     }
 
+    /// Whether a stream described by `parameters` can be copied into this container as it
+    /// is: the codec query above, then the muxer's own start on a scratch file in memory.
+    /// The query's tag tables let through what the muxer then refuses when it starts — FLAC
+    /// and TrueHD in .mp4 are "experimental" in FFmpeg 5.1 — and a copy the muxer refuses
+    /// would fail the whole job at its header.
+    func canHold(_ parameters: UnsafePointer<AVCodecParameters>) -> Bool {
+        guard canHold(parameters.pointee.codec_id) else { return false }
+        var made: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_alloc_output_context2(&made, context.pointee.oformat, nil, nil) >= 0, let scratch = made else { return false }
+        defer { avformat_free_context(scratch) }
+        guard let stream = avformat_new_stream(scratch, nil), avcodec_parameters_copy(stream.pointee.codecpar, parameters) >= 0,
+              avio_open_dyn_buf(&scratch.pointee.pb) >= 0 else { return false }
+        defer {
+            var bytes: UnsafeMutablePointer<UInt8>?
+            _ = avio_close_dyn_buf(scratch.pointee.pb, &bytes)
+            av_free(bytes)
+            scratch.pointee.pb = nil
+        }
+        stream.pointee.codecpar.pointee.codec_tag = 0
+        let rate = parameters.pointee.sample_rate
+        stream.pointee.time_base = AVRational(num: 1, den: rate > 0 ? rate : 90000)
+        return avformat_init_output(scratch, nil) >= 0
+    }
+
     /// A stream fed by one of our encoders; packets arrive in that encoder's time base.
     @discardableResult
     func addStream(encoder: UnsafeMutablePointer<AVCodecContext>) throws -> Int {

@@ -178,7 +178,7 @@ public final class Transcoder {
             let codecName = String(cString: avcodec_get_name(par.pointee.codec_id))
             switch par.pointee.codec_type {
             case AVMEDIA_TYPE_AUDIO:
-                if output.canHold(par.pointee.codec_id) {
+                if output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
                     copied += 1
                 } else {
@@ -190,7 +190,7 @@ public final class Transcoder {
                     logger.notice("audio stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); re-encoded to AAC")
                 }
             case AVMEDIA_TYPE_SUBTITLE:
-                if output.canHold(par.pointee.codec_id) {
+                if output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
                 } else if output.canHold(AV_CODEC_ID_MOV_TEXT), let t = SubtitleTranscoder(stream: s) {
                     let out = try output.addStream(encoder: t.encoder)

@@ -443,6 +443,33 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
+    func testFLACIsCopiedWhereTheContainerTakesItAndReencodedWhereNot() throws {
+        // FFmpeg 5.1's codec query says .mp4 holds FLAC, but its mp4 muxer refuses FLAC when it
+        // starts ("experimental"): a copy failed the whole job at its header.
+        let dir = try workspace()
+        let input = Fixtures.path("damage/ffv1-flac.mkv")
+        let source = try XCTUnwrap(try MediaProbe.info(input).streams.first { $0.kind == .audio })
+        XCTAssertEqual(source.codec, "flac")
+        let frames = try Measure.frames(input).count
+        for ext in ["mp4", "mov", "mkv"] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            let (job, summary) = try run(input, UpscaleOptions(width: 480, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let info = try MediaProbe.info(job.output)
+            let audio = try XCTUnwrap(info.streams.first { $0.kind == .audio }, ext)
+            if ext == "mkv" {
+                XCTAssertEqual(summary.audioCopied, 1)
+                XCTAssertEqual(try MediaProbe.packets(out, stream: audio.index).map(\.checksum),
+                               try MediaProbe.packets(input, stream: source.index).map(\.checksum))
+            } else {
+                XCTAssertEqual(summary.audioTranscoded, 1, ext)
+                XCTAssertEqual(audio.codec, "aac", ext)
+                XCTAssertEqual(audio.sampleRate, source.sampleRate, ext)
+            }
+            XCTAssertEqual(info.video?.width, 480, ext)
+            XCTAssertEqual(try Measure.frames(out).count, frames, ext)
+        }
+    }
+
     func testFullRangeMJPEGInAVIKeepsFullRangeInHEVC() throws {
         let dir = try workspace(copying: ["street-mjpeg.avi"])
         let input = dir.appendingPathComponent("street-mjpeg.avi").path
