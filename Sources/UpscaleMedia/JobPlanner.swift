@@ -274,6 +274,10 @@ public enum JobPlanner {
         } else if options.deinterlace && !video.isInterlaced {
             notices.append("'\(input)' is not flagged interlaced (field order: \(video.fieldOrder)); --deinterlace leaves it as it is")
         }
+        if video.hasAlpha {
+            // Video output is colour only, in every codec here (libx265 and libx264 have no alpha).
+            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); the upscaled video has none: it is opaque, and transparent areas show the colour stored under them")
+        }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
         var job = Job(input: input, output: output, width: size.width, height: size.height,

@@ -90,6 +90,18 @@ final class JobPlannerTests: XCTestCase {
         }
     }
 
+    func testAlphaChannelIsNamedAsDropped() throws {
+        let dir = try workspace(copying: ["street-prores4444-alpha.mov", "street-pal8-png.mov", "street-qtrle.mov"])
+        let input = dir.appendingPathComponent("street-prores4444-alpha.mov").path
+        let job = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        XCTAssertEqual(job.notices, ["'\(input)' has an alpha channel (yuva444p12le); the upscaled video has none: it is opaque, and transparent areas show the colour stored under them"])
+        // Paletted and RGB pictures without an alpha channel get no such notice.
+        for name in ["street-pal8-png.mov", "street-qtrle.mov"] {
+            let other = try JobPlanner.plan(input: dir.appendingPathComponent(name).path, options: UpscaleOptions())
+            XCTAssertFalse(other.notices.contains { $0.contains("alpha") }, name)
+        }
+    }
+
     func testHEVCLimitNamesProRes() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
