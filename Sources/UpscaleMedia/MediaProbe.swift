@@ -23,6 +23,8 @@ public struct StreamInfo: Sendable {
     public let sampleRate: Int
     public let channels: Int
     public let language: String?
+    /// The start timecode the container gives the stream ("01:00:00:00"), if any.
+    public let timecode: String?
     public let isAttachedPicture: Bool
     /// The display matrix's rotation in degrees as FFmpeg's av_display_rotation_get reports it,
     /// normalized to 0, 90, 180 or 270; players turn the stored picture by it.
@@ -100,10 +102,7 @@ public enum MediaProbe {
             }
             let sar = av_guess_sample_aspect_ratio(input.context, s, nil)
             let rate = av_guess_frame_rate(input.context, s, nil)
-            var language: String?
-            if let entry = av_dict_get(s.pointee.metadata, "language", nil, 0) {
-                language = String(cString: entry.pointee.value)
-            }
+            let tag = { (key: String) in av_dict_get(s.pointee.metadata, key, nil, 0).map { String(cString: $0.pointee.value) } }
             streams.append(StreamInfo(
                 index: i, kind: kind,
                 codec: String(cString: avcodec_get_name(par.codec_id)),
@@ -116,7 +115,8 @@ public enum MediaProbe {
                 frameCount: Int(s.pointee.nb_frames),
                 sampleRate: Int(par.sample_rate),
                 channels: Int(par.ch_layout.nb_channels),
-                language: language,
+                language: tag("language"),
+                timecode: tag("timecode"),
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
                 rotation: displayRotation(of: s),
                 colorRange: cName(av_color_range_name(par.color_range)),

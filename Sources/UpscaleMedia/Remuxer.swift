@@ -6,12 +6,11 @@ import CFFmpeg
 public enum Remuxer {
     /// `sampleAspect` sets the video's pixel aspect ratio in the container (as anamorphic DV or SD does).
     /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
-    /// be increasing) to make variable-frame-rate clips.
-    /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
     /// be increasing) to make variable-frame-rate clips. `adding` appends every stream of other
-    /// files (say a second audio track).
+    /// files (say a second audio track). `timecode` gives the video a start timecode, which
+    /// the .mov/.mp4 muxer writes as a timecode track, as cameras do.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil, adding extras: [String] = [],
+                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, adding extras: [String] = [],
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras).map { try InputFile(path: $0) }
@@ -28,6 +27,8 @@ public enum Remuxer {
                 try check(avcodec_parameters_copy(o.pointee.codecpar, s.pointee.codecpar), "cannot copy stream \(i)")
                 o.pointee.codecpar.pointee.codec_tag = 0
                 o.pointee.time_base = s.pointee.time_base
+                // The .mov/.mp4 muxer needs the frame rate to write a timecode track.
+                o.pointee.avg_frame_rate = s.pointee.avg_frame_rate
                 av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
                 let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
                 if let sar = sampleAspect, isVideo {
@@ -35,6 +36,7 @@ public enum Remuxer {
                     o.pointee.codecpar.pointee.sample_aspect_ratio = q
                     o.pointee.sample_aspect_ratio = q
                 }
+                if let timecode, isVideo { av_dict_set(&o.pointee.metadata, "timecode", timecode, 0) }
                 if let degrees, isVideo, let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
                     data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
                 }

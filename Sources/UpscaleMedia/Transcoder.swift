@@ -207,7 +207,16 @@ public final class Transcoder {
                 logger.notice("extra video stream \(i) (\(codecName)) is not copied; only the first video is upscaled")
             default:
                 let kind = cName(av_get_media_type_string(par.pointee.codec_type))
-                logger.notice("\(kind) stream \(i) (\(codecName)) is not copied")
+                let tag = fourCC(par.pointee.codec_tag)
+                let name = par.pointee.codec_id == AV_CODEC_ID_NONE && !tag.isEmpty ? tag : codecName
+                // A QuickTime timecode track: its start is also on the video stream (as FFmpeg
+                // reads .mov/.mp4), and that tag is copied, which the .mov/.mp4 muxer writes back
+                // as a timecode track and Matroska keeps as a tag.
+                if tag == "tmcd", let timecode = av_dict_get(input.stream(videoIndex).pointee.metadata, "timecode", nil, 0) {
+                    logger.notice("timecode \(String(cString: timecode.pointee.value)) (stream \(i)) is kept as the video's start timecode")
+                } else {
+                    logger.notice("\(kind) stream \(i) (\(name)) is not copied")
+                }
             }
         }
         return (routes, copied, transcoded)

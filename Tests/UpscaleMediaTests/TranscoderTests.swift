@@ -443,6 +443,24 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
+    func testCameraTimecodeIsKept() throws {
+        let dir = try workspace(copying: ["street-hlg.mp4"])
+        let input = dir.appendingPathComponent("camera.mov").path
+        try Remuxer.copy(dir.appendingPathComponent("street-hlg.mp4").path, to: input, timecode: "10:20:30:04")
+        let source = try MediaProbe.info(input)
+        XCTAssertEqual(source.streams.filter { $0.codecTag == "tmcd" }.count, 1)
+        let start = try XCTUnwrap(source.video?.timecode)
+        XCTAssertTrue(start.hasPrefix("10:20:30:"), start)
+        for ext in ["mov", "mp4", "mkv"] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            let (job, _) = try run(input, UpscaleOptions(width: 288, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let info = try MediaProbe.info(job.output)
+            XCTAssertEqual(info.video?.timecode, start, ext)
+            // QuickTime-family files carry it as a timecode track again, as the camera wrote it.
+            XCTAssertEqual(info.streams.filter { $0.codecTag == "tmcd" }.count, ext == "mkv" ? 0 : 1, ext)
+        }
+    }
+
     func testFLACIsCopiedWhereTheContainerTakesItAndReencodedWhereNot() throws {
         // FFmpeg 5.1's codec query says .mp4 holds FLAC, but its mp4 muxer refuses FLAC when it
         // starts ("experimental"): a copy failed the whole job at its header.
