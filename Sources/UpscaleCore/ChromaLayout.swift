@@ -6,6 +6,9 @@ public enum ChromaLayout: Sendable, Equatable {
     /// 4:2:2, chroma co-sited with even luma columns.
     case yuv422
     case yuv444
+    /// 4:4:4 and alpha last (video with transparency): four full-size planes. Alpha is scaled
+    /// as stored, straight (not premultiplied), as ProRes 4444 and FFV1 keep it.
+    case yuva444
     case gray
     /// Planar RGB (stills): three full-size colour planes, treated alike, so in any order
     /// (R, G, B as libvips gives them, or FFmpeg's G, B, R).
@@ -18,7 +21,7 @@ public enum ChromaLayout: Sendable, Equatable {
         switch self {
         case .gray: return 1
         case .yuv420, .yuv422, .yuv444, .rgb: return 3
-        case .rgba: return 4
+        case .rgba, .yuva444: return 4
         }
     }
 
@@ -27,7 +30,7 @@ public enum ChromaLayout: Sendable, Equatable {
     public var detailPlanes: Range<Int> {
         switch self {
         case .rgb, .rgba: return 0..<3
-        case .yuv420, .yuv422, .yuv444, .gray: return 0..<1
+        case .yuv420, .yuv422, .yuv444, .yuva444, .gray: return 0..<1
         }
     }
 
@@ -37,7 +40,7 @@ public enum ChromaLayout: Sendable, Equatable {
         switch self {
         case .yuv420: return (2, 2)
         case .yuv422: return (2, 1)
-        case .yuv444, .gray, .rgb, .rgba: return (1, 1)
+        case .yuv444, .yuva444, .gray, .rgb, .rgba: return (1, 1)
         }
     }
 
@@ -46,7 +49,7 @@ public enum ChromaLayout: Sendable, Equatable {
         guard index > 0 else { return (0, 0) }
         switch self {
         case .yuv420: return (0, 0.5)
-        case .yuv422, .yuv444, .gray, .rgb, .rgba: return (0, 0)
+        case .yuv422, .yuv444, .yuva444, .gray, .rgb, .rgba: return (0, 0)
         }
     }
 

@@ -55,6 +55,12 @@ extension Transcoder {
         if parameters.pointee.codec_id == AV_CODEC_ID_HEVC && (job.muxer == "mov" || job.muxer == "mp4") {
             parameters.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) // "hvc1"
         }
+        if parameters.pointee.codec_id == AV_CODEC_ID_PRORES {
+            // A chunk keeps no codec tag, and the .mov muxer's guess from the pixel format takes
+            // ProRes 4444 for HQ ("apch"); players pick the decoder's profile by the tag, as the
+            // encoder set it: "ap4h" for 4444 (with alpha), "apcn" for the 422 standard profile.
+            parameters.pointee.codec_tag = job.keepsAlpha ? upscale_fourcc(0x61, 0x70, 0x34, 0x68) : upscale_fourcc(0x61, 0x70, 0x63, 0x6e)
+        }
         let videoOut = try output.addStream(parameters: parameters, timeBase: first.timeBase)
         describeVideo(output: output, videoOut: videoOut, input: input, videoStream: videoStream,
                       sampleAspect: parameters.pointee.sample_aspect_ratio)

@@ -41,8 +41,22 @@ extension ChromaLayout {
         case .yuv420, .gray: return AV_PIX_FMT_YUV420P10LE
         case .yuv422: return AV_PIX_FMT_YUV422P10LE
         case .yuv444: return AV_PIX_FMT_YUV444P10LE
+        case .yuva444: return AV_PIX_FMT_YUVA444P10LE
         case .rgb: return AV_PIX_FMT_GBRP10LE
         case .rgba: return AV_PIX_FMT_GBRAP10LE
+        }
+    }
+
+    /// The planar 8-bit FFmpeg format of this layout.
+    var eightBitFormat: AVPixelFormat {
+        switch self {
+        case .yuv420: return AV_PIX_FMT_YUV420P
+        case .yuv422: return AV_PIX_FMT_YUV422P
+        case .yuv444: return AV_PIX_FMT_YUV444P
+        case .yuva444: return AV_PIX_FMT_YUVA444P
+        case .gray: return AV_PIX_FMT_GRAY8
+        case .rgb: return AV_PIX_FMT_GBRP
+        case .rgba: return AV_PIX_FMT_GBRAP
         }
     }
 }

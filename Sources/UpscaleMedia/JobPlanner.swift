@@ -64,6 +64,9 @@ public struct Job: Sendable {
     public let sampleAspect: (num: Int, den: Int)
     /// Deinterlace before upscaling (asked for, and the input is interlaced).
     public var deinterlace: Bool = false
+    /// The input's alpha channel is upscaled and written (the input has one and the codec
+    /// takes it: ProRes 4444, FFV1); elsewhere the output is opaque.
+    public var keepsAlpha: Bool = false
     /// Seconds without a decoded picture (while not waiting on the scaler) before the input
     /// counts as stuck on damaged data and the job fails.
     public var stallSeconds: Double = 60
@@ -219,7 +222,7 @@ public enum JobPlanner {
                 throw UpscaleError(.usage, "\(size.width)x\(size.height) is beyond what \(encoder.codec.rawValue) can encode (\(encoder.codec.sizeLimit)); use --codec prores for larger output")
             }
             // As fx-upscale does: past HEVC's picture size limit, ProRes 422 in .mov.
-            notices.append("\(size.width)x\(size.height) is beyond HEVC's limit (8192x4320); writing ProRes 422 in .mov instead")
+            notices.append("\(size.width)x\(size.height) is beyond HEVC's limit (8192x4320); writing ProRes \(video.hasAlpha ? "4444" : "422") in .mov instead")
             encoder = EncoderSettings(codec: .prores, threads: encoder.threads)
         }
         let codec = encoder.codec
@@ -274,9 +277,11 @@ public enum JobPlanner {
         } else if options.deinterlace && !video.isInterlaced {
             notices.append("'\(input)' is not flagged interlaced (field order: \(video.fieldOrder)); --deinterlace leaves it as it is")
         }
-        if video.hasAlpha {
-            // Video output is colour only, in every codec here (libx265 and libx264 have no alpha).
-            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); the upscaled video has none: it is opaque, and transparent areas show the colour stored under them")
+        let keepsAlpha = video.hasAlpha && codec.carriesAlpha
+        if keepsAlpha && codec == .prores {
+            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); writing ProRes 4444 to keep it")
+        } else if video.hasAlpha && !keepsAlpha {
+            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); \(codec.rawValue) has none, so the upscaled video is opaque (transparent areas show the colour stored under them) — use --codec prores (ProRes 4444) or --codec ffv1 to keep it")
         }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }
@@ -284,6 +289,7 @@ public enum JobPlanner {
                       muxer: muxerName(forExtension: ext)!, encoder: encoder, kernel: options.kernel,
                       threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
                       notices: notices)
+        job.keepsAlpha = keepsAlpha
         job.duration = info.duration
         job.frameRate = video.frameRate
         return job

@@ -232,9 +232,8 @@ extension StreamInfo {
     /// Whether the pixel format has an alpha channel (paletted formats aside: whether a
     /// palette holds transparency is only known from its pictures).
     public var hasAlpha: Bool {
-        guard let name = pixelFormat, let descriptor = av_pix_fmt_desc_get(av_get_pix_fmt(name)) else { return false }
-        let flags = descriptor.pointee.flags
-        return flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 && flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0
+        guard let name = pixelFormat else { return false }
+        return VideoDecoder.hasAlpha(av_get_pix_fmt(name))
     }
 
     /// Bits per sample of the first component of the pixel format (8 when unknown).

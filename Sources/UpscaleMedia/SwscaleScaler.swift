@@ -26,19 +26,9 @@ public final class SwscaleScaler {
     public init(input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout = .yuv420,
                 algorithm: Algorithm = .lanczos, threads: Int = 1, bitDepth: Int = 8) throws {
         let format: AVPixelFormat
-        switch (layout, bitDepth) {
-        case (.yuv420, 8): format = AV_PIX_FMT_YUV420P
-        case (.yuv422, 8): format = AV_PIX_FMT_YUV422P
-        case (.yuv444, 8): format = AV_PIX_FMT_YUV444P
-        case (.gray, 8): format = AV_PIX_FMT_GRAY8
-        case (.rgb, 8): format = AV_PIX_FMT_GBRP
-        case (.rgba, 8): format = AV_PIX_FMT_GBRAP
-        case (.yuv420, 10): format = AV_PIX_FMT_YUV420P10LE
-        case (.yuv422, 10): format = AV_PIX_FMT_YUV422P10LE
-        case (.yuv444, 10): format = AV_PIX_FMT_YUV444P10LE
-        case (.gray, 10): format = AV_PIX_FMT_GRAY10LE
-        case (.rgb, 10): format = AV_PIX_FMT_GBRP10LE
-        case (.rgba, 10): format = AV_PIX_FMT_GBRAP10LE
+        switch bitDepth {
+        case 8: format = layout.eightBitFormat
+        case 10: format = layout == .gray ? AV_PIX_FMT_GRAY10LE : layout.tenBitFormat
         default: throw UpscaleError(.usage, "libswscale comparison supports 8 and 10 bits, not \(bitDepth)")
         }
         guard let ctx = sws_alloc_context() else { throw UpscaleError(.processing, "out of memory") }

@@ -86,7 +86,8 @@ public final class Transcoder {
         let par = videoStream.pointee.codecpar.pointee
         let enlarges = job.width * job.height >= 2 * Int(par.width) * Int(par.height)
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: enlarges ? 1 : min(job.threads, 4),
-                                       deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil)
+                                       deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil,
+                                       keepAlpha: job.keepsAlpha)
         let chunk = job.chunk
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }

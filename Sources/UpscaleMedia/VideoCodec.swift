@@ -15,6 +15,10 @@ public enum VideoCodec: String, Sendable, CaseIterable {
     }
 
     /// Constant-rate-factor default: chosen for visually transparent output.
+    /// Whether the output keeps an input's alpha channel (ProRes 4444, FFV1); libx265 and
+    /// libx264 write colour only.
+    public var carriesAlpha: Bool { self == .prores || self == .ffv1 }
+
     public var defaultCRF: Int? {
         switch self {
         case .hevc: return 20

@@ -26,7 +26,8 @@ final class VideoDecoder {
     let color: ColorDescription
     /// More than 8 bits per sample in the source: the pipeline can keep 10 bits.
     let highBitDepth: Bool
-    /// Chroma layout of 10-bit pictures: the source's for 4:2:2 and 4:4:4 YUV, else 4:2:0.
+    /// Chroma layout of 10-bit pictures: the source's for 4:2:2 and 4:4:4 YUV, else 4:2:0;
+    /// 4:4:4 with alpha for a source with an alpha channel when the job keeps it.
     let deepLayout: ChromaLayout
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
@@ -41,8 +42,10 @@ final class VideoDecoder {
     /// commands, and under AV_EF_EXPLODE every later picture fails (measured: the ffmpeg CLI
     /// with `-err_detect explode -threads 1 -ss` fails all of them). Such a decoder conceals
     /// instead; pictures flagged corrupt still fail the job.
+    /// `keepAlpha`: a source with an alpha channel is decoded into 10-bit 4:4:4 pictures with
+    /// alpha (`deepLayout` .yuva444), whatever its own depth and layout.
     init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int, deinterlace: Bool = false,
-         midStream: Bool = false) throws {
+         midStream: Bool = false, keepAlpha: Bool = false) throws {
         self.deinterlace = deinterlace
         self.stream = stream
         self.path = path
@@ -76,8 +79,9 @@ final class VideoDecoder {
             throw UpscaleError(.input, "'\(path)': the video stream has no picture size; the file may be damaged")
         }
         let format = ctx.pointee.pix_fmt
-        highBitDepth = format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8
-        deepLayout = VideoDecoder.layout(of: format)
+        let alpha = keepAlpha && VideoDecoder.hasAlpha(format)
+        highBitDepth = alpha || (format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8)
+        deepLayout = alpha ? .yuva444 : VideoDecoder.layout(of: format)
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
         // RGB and paletted pictures become limited-range YUV, as video is (PNG says "full range"
         // of its RGB, which is not a reason to write full-range YUV).
@@ -144,6 +148,12 @@ final class VideoDecoder {
     /// Codecs whose frame-threaded decoders fail damaged pictures cleanly under AV_EF_EXPLODE
     /// (measured, see init); every other codec decodes with slice threads only.
     static let frameThreadSafe: [AVCodecID] = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_VP9, AV_CODEC_ID_FFV1]
+
+    /// Whether `format` has an alpha channel (paletted formats aside, as `StreamInfo.hasAlpha`).
+    static func hasAlpha(_ format: AVPixelFormat) -> Bool {
+        guard format != AV_PIX_FMT_NONE, let d = av_pix_fmt_desc_get(format) else { return false }
+        return d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 && d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0
+    }
 
     /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, else 4:2:0.
     static func layout(of format: AVPixelFormat) -> ChromaLayout {
@@ -275,7 +285,7 @@ final class VideoDecoder {
         let source = (frame.pointee.width, frame.pointee.height, AVPixelFormat(rawValue: frame.pointee.format))
         switch output {
         case .eight(let picture):
-            try converter.configure(source: source, destination: (Int32(width), Int32(height), AV_PIX_FMT_YUV420P),
+            try converter.configure(source: source, destination: (Int32(width), Int32(height), picture.layout.eightBitFormat),
                                     matrix: matrix, fullRange: fullRange)
             converter.convert(frame, into: picture)
         case .deep(let picture):
@@ -290,8 +300,8 @@ final class VideoDecoder {
     }
 }
 
-/// Reads the pictures of a file's main video stream as 4:2:0 core frames, in order.
-/// For tests, the bench and anything else that only needs pictures.
+/// Reads the pictures of a file's main video stream as 8-bit core frames (4:2:0, or
+/// `layout`), in order. For tests, the bench and anything else that only needs pictures.
 public final class VideoFrameReader {
     private let input: InputFile
     private let decoder: VideoDecoder
@@ -303,7 +313,10 @@ public final class VideoFrameReader {
     public var width: Int { decoder.width }
     public var height: Int { decoder.height }
 
-    public init(path: String, threads: Int = 0) throws {
+    private let layout: ChromaLayout
+
+    public init(path: String, threads: Int = 0, layout: ChromaLayout = .yuv420) throws {
+        self.layout = layout
         MediaLibrary.configure()
         input = try InputFile(path: path)
         streamIndex = try input.videoStreamIndex()
@@ -315,7 +328,7 @@ public final class VideoFrameReader {
     /// The next picture and its presentation timestamp (in the stream's time base), or nil at the end.
     public func next() throws -> (frame: Frame, pts: Int64)? {
         while pending.isEmpty && !finished {
-            let make = { Frame(width: self.decoder.width, height: self.decoder.height, layout: .yuv420) }
+            let make = { Frame(width: self.decoder.width, height: self.decoder.height, layout: self.layout) }
             if try input.read(into: packet!) {
                 defer { av_packet_unref(packet) }
                 if Int(packet!.pointee.stream_index) == streamIndex {

@@ -100,6 +100,12 @@ final class VideoEncoder {
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
             if let k = settings.keyframeInterval { ctx.pointee.gop_size = Int32(max(k, 1)) }
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
+        case .prores where self.layout == .yuva444:
+            // Pictures with alpha: ProRes 4444, alpha kept (16 bits in the stream).
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUVA444P10LE
+            av_opt_set(priv, "profile", "4444", 0)
+            av_opt_set(priv, "vendor", "apl0", 0)
+            if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         case .prores:
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV422P10LE
             av_opt_set(priv, "profile", "standard", 0)
@@ -231,6 +237,10 @@ final class VideoEncoder {
                 frame.pointee.linesize.1 = planes[1].1
                 frame.pointee.data.2 = planes[2].0
                 frame.pointee.linesize.2 = planes[2].1
+                if planes.count > 3 {
+                    frame.pointee.data.3 = planes[3].0
+                    frame.pointee.linesize.3 = planes[3].1
+                }
                 input = frame
             }
             if let hardwareFrames, let software = input {

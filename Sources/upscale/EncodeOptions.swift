@@ -19,7 +19,7 @@ struct EncodeOptions: ParsableArguments {
     @Option(help: "Scale factor for both sides (default 2 when no size is given).")
     var scale: Double?
 
-    @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov) or ffv1 (lossless, .mkv).")
+    @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov; 4444 for input with alpha) or ffv1 (lossless, .mkv; keeps alpha).")
     var codec: VideoCodec?
 
     @Option(help: "HEVC encoder: auto (a hardware encoder that opens, else libx265), libx265, hevc_nvenc, hevc_vaapi or hevc_qsv.")

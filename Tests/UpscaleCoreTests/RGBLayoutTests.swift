@@ -46,6 +46,20 @@ final class RGBLayoutTests: XCTestCase {
         XCTAssertEqual(ChromaLayout.yuv420.detailPlanes, 0..<1)
     }
 
+    func testVideoWithAlphaRefinesLumaOnlyAndKeepsItsHold() throws {
+        let p = try planes()
+        let w = p[0].width, h = p[0].height
+        let yuva = FrameScaler(input: (w, h), output: (2 * w, 2 * h), layout: .yuva444, threads: 2, refiner: .x2)
+            .scale(Frame(width: w, height: h, layout: .yuva444, planes: p))
+        XCTAssertEqual(yuva.planes.map(\.width), [2 * w, 2 * w, 2 * w, 2 * w])
+        XCTAssertTrue(yuva.planes[0].samples == gray(p[0], refined: true), "luma is refined")
+        for c in 1..<4 {
+            XCTAssertTrue(yuva.planes[c].samples == gray(p[c], refined: false), "plane \(c) is plain Lanczos")
+        }
+        XCTAssertNotNil(FrameScaler(input: (w, h), output: (2 * w, 2 * h), layout: .yuva444, refiner: .x2, hold: TemporalHold()).hold,
+                        "video luma keeps the temporal hold with alpha beside it")
+    }
+
     func testRGBLayoutsIgnoreTheTemporalHold() throws {
         let p = try planes()
         let w = p[0].width, h = p[0].height

@@ -71,6 +71,33 @@ final class ChunkTests: XCTestCase {
         }
     }
 
+    /// ProRes 4444 with alpha (all intra, so chunk by frame): the joined file is the one-pass
+    /// file, codec tag ("ap4h", which the .mov muxer guessed as HQ for a chunk) and alpha included.
+    func testProRes4444ChunksKeepTheirTagAndAlpha() throws {
+        let name = "street-prores4444-alpha.mov"
+        let dir = try workspace(copying: [name])
+        let options = UpscaleOptions(encoder: EncoderSettings(codec: .prores, threads: 1), threads: 2, overwrite: true)
+        let (single, job) = try jobs(name, options, in: dir)
+        XCTAssertTrue(job.keepsAlpha)
+        let one = try Transcoder(job: single).run()
+        let (plan, joined) = try chunked(job, seconds: 0.1, work: dir)
+        XCTAssertGreaterThanOrEqual(plan.chunks.count, 2)
+        XCTAssertEqual(joined.frames, one.frames)
+        try assertSameStreams(single.output, job.output)
+        XCTAssertEqual(try MediaProbe.info(job.output).video?.codecTag, "ap4h")
+        let read = { (path: String) throws -> [Frame] in
+            let reader = try VideoFrameReader(path: path, layout: .yuva444)
+            var frames: [Frame] = []
+            while let next = try reader.next() { frames.append(next.frame) }
+            return frames
+        }
+        let a = try read(single.output), b = try read(job.output)
+        XCTAssertEqual(a.count, b.count)
+        for (x, y) in zip(a, b) {
+            for p in 0..<4 { XCTAssertEqual(Measure.psnr(x.planes[p], y.planes[p]), .infinity, "plane \(p)") }
+        }
+    }
+
     /// HEVC in MP4: one parameter set (hvc1), the same frames and times, audio packets identical,
     /// every chunk starts with a keyframe, and the bytes stay close to one pass at the same CRF.
     func testHEVCChunksJoinIntoOneStreamLikeOnePass() throws {

@@ -90,11 +90,18 @@ final class JobPlannerTests: XCTestCase {
         }
     }
 
-    func testAlphaChannelIsNamedAsDropped() throws {
+    func testAlphaChannelIsKeptWhereTheCodecTakesItAndNamedWhereNot() throws {
         let dir = try workspace(copying: ["street-prores4444-alpha.mov", "street-pal8-png.mov", "street-qtrle.mov"])
         let input = dir.appendingPathComponent("street-prores4444-alpha.mov").path
         let job = try JobPlanner.plan(input: input, options: UpscaleOptions())
-        XCTAssertEqual(job.notices, ["'\(input)' has an alpha channel (yuva444p12le); the upscaled video has none: it is opaque, and transparent areas show the colour stored under them"])
+        XCTAssertFalse(job.keepsAlpha)
+        XCTAssertEqual(job.notices, ["'\(input)' has an alpha channel (yuva444p12le); hevc has none, so the upscaled video is opaque (transparent areas show the colour stored under them) — use --codec prores (ProRes 4444) or --codec ffv1 to keep it"])
+        let prores = try JobPlanner.plan(input: input, options: UpscaleOptions(encoder: EncoderSettings(codec: .prores)))
+        XCTAssertTrue(prores.keepsAlpha)
+        XCTAssertEqual(prores.notices, ["'\(input)' has an alpha channel (yuva444p12le); writing ProRes 4444 to keep it"])
+        let ffv1 = try JobPlanner.plan(input: input, options: UpscaleOptions(encoder: EncoderSettings(codec: .ffv1)))
+        XCTAssertTrue(ffv1.keepsAlpha)
+        XCTAssertFalse(ffv1.notices.contains { $0.contains("alpha") }, "\(ffv1.notices)")
         // Paletted and RGB pictures without an alpha channel get no such notice.
         for name in ["street-pal8-png.mov", "street-qtrle.mov"] {
             let other = try JobPlanner.plan(input: dir.appendingPathComponent(name).path, options: UpscaleOptions())

@@ -443,6 +443,38 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
+    func testAlphaChannelIsUpscaledIntoProRes4444AndFFV1() throws {
+        let dir = try workspace(copying: ["street-prores4444-alpha.mov"])
+        let input = dir.appendingPathComponent("street-prores4444-alpha.mov").path
+        let source = try VideoFrameReader(path: input, layout: .yuva444)
+        var sources: [Frame] = []
+        while let next = try source.next() { sources.append(next.frame) }
+        let (w, h) = (source.width, source.height)
+        // The fixture's alpha: left half opaque, right half transparent.
+        XCTAssertEqual(sources[0].planes[3][10, h / 2], 255)
+        XCTAssertEqual(sources[0].planes[3][w - 10, h / 2], 0)
+        let alphaReference = try SwscaleScaler(input: (w, h), output: (2 * w, 2 * h), layout: .gray)
+        for (codec, ext) in [(VideoCodec.prores, "mov"), (.ffv1, "mkv")] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            let (job, summary) = try run(input, UpscaleOptions(output: out, encoder: EncoderSettings(codec: codec)))
+            XCTAssertTrue(job.keepsAlpha)
+            XCTAssertEqual(summary.frames, sources.count)
+            let info = try MediaProbe.info(out)
+            XCTAssertEqual(info.video?.hasAlpha, true, "\(codec)")
+            XCTAssertEqual(info.video?.width, 2 * w)
+            let reader = try VideoFrameReader(path: out, layout: .yuva444)
+            var count = 0
+            while let next = try reader.next() {
+                let expected = alphaReference.scale(Frame(width: w, height: h, layout: .gray, planes: [sources[count].planes[3]]))
+                XCTAssertGreaterThan(Measure.psnr(next.frame.planes[3], expected.planes[0]), 40, "\(codec) frame \(count) alpha")
+                XCTAssertEqual(next.frame.planes[3][20, h], 255, "\(codec): opaque stays opaque")
+                XCTAssertEqual(next.frame.planes[3][2 * w - 20, h], 0, "\(codec): transparent stays transparent")
+                count += 1
+            }
+            XCTAssertEqual(count, sources.count)
+        }
+    }
+
     func testCameraTimecodeIsKept() throws {
         let dir = try workspace(copying: ["street-hlg.mp4"])
         let input = dir.appendingPathComponent("camera.mov").path
