@@ -116,9 +116,11 @@ public final class StillImage {
     /// neighbours) with Lanczos and, where trained, the edge refinement; alpha with plain
     /// Lanczos. The output is made in strips of about `stripBytes` (whole bands of the core),
     /// appended to a raw file beside `path` that libvips maps and saves from, so only the input
-    /// and one strip are ever in memory. Returns whether the refinement ran.
+    /// and one strip are ever in memory. Returns whether the refinement ran, or nil when
+    /// `cancelled` said so between strips (nothing is saved then).
     public func upscale(to size: (width: Int, height: Int), kernel: Kernel, refine: Bool, threads: Int,
-                        saveTo path: String, quality: Int?, strip: Bool, stripBytes: Int = 64 << 20) throws -> Bool {
+                        saveTo path: String, quality: Int?, strip: Bool, stripBytes: Int = 64 << 20,
+                        cancelled: () -> Bool = { false }) throws -> Bool? {
         let (colour, alpha) = try planes()
         let layout: ChromaLayout = colourBands == 1 ? .gray : .rgb
         let refiner = refine ? EdgeRefiner.trained(input: (width, height), output: size) : nil
@@ -161,6 +163,7 @@ public final class StillImage {
             if let alpha { colour.forEach { Premultiply.apply($0, alpha: alpha) } }
             let stripPlanes = (0..<bands).map { _ in Plane16(width: size.width, height: tallest, bitDepth: 16) }
             for group in groups {
+                if cancelled() { return nil }
                 let top = colourScaler.rows(band: group.lowerBound).lowerBound
                 let rows = colourScaler.rows(band: group.upperBound - 1).upperBound - top
                 let views = stripPlanes.map { Plane16(viewing: $0.base - top * $0.stride, width: size.width, height: size.height, bitDepth: 16, stride: $0.stride) }
@@ -179,6 +182,7 @@ public final class StillImage {
             if let alpha { colour.forEach { Premultiply.apply($0, alpha: alpha) } }
             let stripPlanes = (0..<bands).map { _ in Plane(width: size.width, height: tallest) }
             for group in groups {
+                if cancelled() { return nil }
                 let top = colourScaler.rows(band: group.lowerBound).lowerBound
                 let rows = colourScaler.rows(band: group.upperBound - 1).upperBound - top
                 let views = stripPlanes.map { Plane(viewing: $0.base - top * $0.stride, width: size.width, height: size.height, stride: $0.stride) }
@@ -195,6 +199,7 @@ public final class StillImage {
         }
         closed = true
         guard fclose(file) == 0 else { throw ImagePlanes.ImageError(message: "writing '\(path)' failed: \(String(cString: strerror(errno)))") }
+        if cancelled() { return nil }
         try save(raw: raw, size: size, bands: bands, to: path, quality: quality, strip: strip)
         return colourScaler.refiner != nil
     }

@@ -8,7 +8,7 @@ import UpscaleQueue
 extension UpscaleCommand {
     /// One still image in the child: size, name, upscale through the core, save through
     /// libvips to a hidden temporary file, rename into place. Errors go to `runChild`.
-    func runStill(input: String, reporter: JobReporter, logger: Logger) throws {
+    func runStill(input: String, reporter: JobReporter, logger: Logger, cancel: CancellationFlag) throws {
         let start = Date()
         let still = try StillImage(path: input)
         still.notices.forEach { logger.notice("\($0)") }
@@ -26,8 +26,11 @@ extension UpscaleCommand {
         var renamed = false
         defer { if !renamed { unlink(partial) } }
         let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
-        let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
-                                        saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes)
+        // Cancelled (Ctrl-C, SIGTERM): stop between strips, and never put a file in place after it.
+        guard let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
+                                              saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes,
+                                              cancelled: { cancel.isCancelled }), !cancel.isCancelled
+        else { throw UpscaleError.cancelled() }
         if encode.refine == true && !refined {
             logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
         }

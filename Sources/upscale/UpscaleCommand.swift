@@ -170,7 +170,7 @@ struct UpscaleCommand: ParsableCommand {
         guard let input = inputs.first else { throw ExitCode(2) }
         do {
             if StillImage.isStill(input) {
-                try runStill(input: input, reporter: reporter, logger: logger)
+                try runStill(input: input, reporter: reporter, logger: logger, cancel: cancel)
                 return
             }
             var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch, keepProbe: !childPlanOnly)

@@ -259,6 +259,36 @@ final class StillImageTests: XCTestCase {
         XCTAssertFalse(listing().contains { $0.contains(".partial") || $0.hasSuffix(".raw") }, "\(listing())")
     }
 
+    /// Ctrl-C while a still is being made: it stops between strips, exits 130 and replaces
+    /// nothing, even with --overwrite (before, the photo was finished and put in place over the
+    /// earlier file, and then the run said "cancelled; no output was written").
+    func testInterruptKeepsTheEarlierOutputAndLeavesNothing() throws {
+        let first = try run([butterfly, "--output", path("kept.jpg")])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path("kept.jpg")))
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = [butterfly, "--scale", "4", "--output", path("kept.jpg"), "--overwrite"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["UPSCALE_STILL_STRIP_BYTES"] = "1"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        // The strip file exists from the first strip on.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline && !listing().contains(where: { $0.hasSuffix(".raw") }) { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertTrue(listing().contains { $0.hasSuffix(".raw") }, "the job never started: \(listing())")
+        kill(process.processIdentifier, SIGINT)
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130, text)
+        XCTAssertFalse(text.contains("Wrote"), text)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path("kept.jpg"))), before)
+        XCTAssertEqual(listing(), ["kept.jpg"])
+    }
+
     func testCMYKBecomesSRGBAndAnAnimatedGIFGivesItsFirstFrame() throws {
         let cmyk = try make("print.jpg") { image in
             var out: UnsafeMutablePointer<VipsImage>?
