@@ -27,6 +27,9 @@ public struct UpscaleOptions: Sendable {
     /// Outputs written earlier in the same run (a batch): a job whose output is one of them is
     /// refused rather than replacing it, with or without `overwrite`.
     public var taken: [String] = []
+    /// The run's other inputs that an output could land on: a job whose output is one of them
+    /// is refused, with or without `overwrite`, so no input of a run is replaced by another's result.
+    public var otherInputs: [String] = []
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
@@ -166,13 +169,16 @@ public enum JobPlanner {
     /// not the input itself (by any path), nor a file an earlier input of the same run was
     /// written to (two inputs of one name from different folders into one --output folder, or
     /// a.avi beside a.mov), nor an existing file unless `overwrite`.
-    public static func checkOutput(_ output: String, input: String, taken: [String], overwrite: Bool) throws {
+    public static func checkOutput(_ output: String, input: String, taken: [String], otherInputs: [String] = [], overwrite: Bool) throws {
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
         guard isDirectory(folder) else {
             throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
         }
         if sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
+        }
+        if let other = otherInputs.first(where: { sameFile($0, output) }) {
+            throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which is '\(other)', another input of this run; choose another --output folder so that file is kept")
         }
         if taken.contains(where: { sameFile($0, output) }) {
             throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which an earlier file of this run was just upscaled to; upscale it on its own into another folder (--output) so neither result is lost")
@@ -261,7 +267,7 @@ public enum JobPlanner {
             output = URL(fileURLWithPath: folder).appendingPathComponent(free).path
         }
 
-        try checkOutput(output, input: input, taken: options.taken, overwrite: options.overwrite)
+        try checkOutput(output, input: input, taken: options.taken, otherInputs: options.otherInputs, overwrite: options.overwrite)
         if isDirectory(output) {
             throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
         }

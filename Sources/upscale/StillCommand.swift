@@ -72,7 +72,7 @@ extension UpscaleCommand {
             output = URL(fileURLWithPath: folder)
                 .appendingPathComponent(uniqueName && !overwrite ? FolderWrites.freeName(name, in: folder) : name).path
         }
-        try JobPlanner.checkOutput(output, input: input, taken: childTaken, overwrite: overwrite)
+        try JobPlanner.checkOutput(output, input: input, taken: childTaken, otherInputs: childOtherInput, overwrite: overwrite)
         return output
     }
 

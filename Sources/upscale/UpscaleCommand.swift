@@ -61,6 +61,8 @@ struct UpscaleCommand: ParsableCommand {
     @Flag(help: .hidden) var waitForSpace = false
     /// Set on a child of a batch: the outputs earlier inputs of the batch were written to.
     @Option(help: .hidden) var childTaken: [String] = []
+    /// Set on a child of a batch: the batch's other inputs an output could land on.
+    @Option(help: .hidden) var childOtherInput: [String] = []
 
     func validate() throws {
         if !(1...64).contains(jobs) { throw ValidationError("--jobs must be between 1 and 64") }
@@ -105,6 +107,11 @@ struct UpscaleCommand: ParsableCommand {
             if cancel.isCancelled { break }
             var arguments = encode.arguments + ["--child-report-fd", String(JobProcess.reportDescriptor)]
             for path in written { arguments += ["--child-taken", path] }
+            // Outputs are named "<name> Upscaled….<ext>" (an --output file name needs a single
+            // input), so only inputs named so can be another input's output.
+            for other in inputs where other != input && URL(fileURLWithPath: other).lastPathComponent.contains(" Upscaled") {
+                arguments += ["--child-other-input", other]
+            }
             if let output { arguments += ["--output", output] }
             if overwrite { arguments.append("--overwrite") }
             if verbose { arguments.append("--verbose") }
@@ -164,6 +171,7 @@ struct UpscaleCommand: ParsableCommand {
         var options = encode.upscaleOptions(output: output, overwrite: overwrite)
         options.uniqueName = uniqueName
         options.taken = childTaken
+        options.otherInputs = childOtherInput
         let cancel = CancellationFlag()
         let trap = SignalTrap(repeatable: true) { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }

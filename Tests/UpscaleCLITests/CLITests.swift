@@ -223,6 +223,34 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out/photo Upscaled.jpg")), "256x256")
     }
 
+    /// An input named like another input's output ("clip Upscaled.mp4" beside "clip.mp4"), in
+    /// either order and with --overwrite: that output is refused and the file kept (before, the
+    /// earlier input's result replaced it, and then it was upscaled from that result).
+    func testNoInputOfARunIsReplacedByAnotherInputsOutput() throws {
+        let dir = try workspace(["street-2s.mp4", "street-hlg.mp4", "baboon.jpg", "fruits.jpg"])
+        let move = { (from: String, to: String) in
+            try FileManager.default.moveItem(at: dir.appendingPathComponent(from), to: dir.appendingPathComponent(to))
+        }
+        try move("street-2s.mp4", "clip.mp4")
+        try move("street-hlg.mp4", "clip Upscaled.mp4")
+        try move("baboon.jpg", "photo.jpg")
+        try move("fruits.jpg", "photo Upscaled.jpg")
+        let bytes = { (name: String) in try Data(contentsOf: dir.appendingPathComponent(name)) }
+        let kept = try [bytes("clip Upscaled.mp4"), bytes("photo Upscaled.jpg")]
+        for order in [["clip.mp4", "clip Upscaled.mp4", "photo.jpg", "photo Upscaled.jpg"],
+                      ["clip Upscaled.mp4", "clip.mp4", "photo Upscaled.jpg", "photo.jpg"]] {
+            let result = try upscale(order + ["--overwrite", "--preset", "ultrafast", "--scale", "0.5"], in: dir)
+            XCTAssertEqual(result.status, 1, result.stderr)
+            XCTAssertTrue(result.stderr.contains("'clip.mp4' would be written to"), result.stderr)
+            XCTAssertTrue(result.stderr.contains("'photo.jpg' would be written to"), result.stderr)
+            XCTAssertTrue(result.stderr.contains("another input of this run"), result.stderr)
+            XCTAssertEqual(try [bytes("clip Upscaled.mp4"), bytes("photo Upscaled.jpg")], kept, "\(order)")
+            // The named inputs' own results: the HLG clip's (192x144 halved), the fruits' (512x480).
+            XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("clip Upscaled Upscaled.mp4")), "96x72")
+            XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("photo Upscaled Upscaled.jpg")), "256x240")
+        }
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
