@@ -99,7 +99,7 @@ final class HeadStart: @unchecked Sendable {
     private func run() {
         defer { finished.signal() }
         var input: UnsafeMutablePointer<AVFormatContext>?
-        guard avformat_open_input(&input, path, nil, nil) >= 0, let input else { return }
+        guard avformat_open_input(&input, localURL(path), nil, nil) >= 0, let input else { return }
         defer {
             var c: UnsafeMutablePointer<AVFormatContext>? = input
             avformat_close_input(&c)

@@ -24,7 +24,7 @@ final class InputFile {
             throw UpscaleError(.input, "'\(path)' cannot be read; check its permissions")
         }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
-        let opened = avformat_open_input(&ctx, path, nil, nil)
+        let opened = avformat_open_input(&ctx, localURL(path), nil, nil)
         guard opened >= 0, let ctx else {
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
         }

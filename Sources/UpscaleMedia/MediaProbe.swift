@@ -203,6 +203,14 @@ func displayRotation(of stream: UnsafeMutablePointer<AVStream>) -> Int {
     return ((quarter % 360) + 360) % 360
 }
 
+/// `path` as FFmpeg's URL of that local file ("file:" and the absolute path). FFmpeg reads a
+/// name with a colon as a protocol: "pipe:0.mp4" read standard input, "file:x.mp4" read
+/// x.mp4, and "10:30.mp4" failed with "Protocol not found".
+func localURL(_ path: String) -> String {
+    let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    return "file:" + absolute
+}
+
 func cName(_ text: UnsafePointer<CChar>?) -> String {
     text.map { String(cString: $0) } ?? "unknown"
 }

@@ -137,7 +137,7 @@ final class OutputFile {
 
     func open() throws {
         let dir = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
-        let result = avio_open(&context.pointee.pb, temporaryPath, AVIO_FLAG_WRITE)
+        let result = avio_open(&context.pointee.pb, localURL(temporaryPath), AVIO_FLAG_WRITE)
         if result < 0 {
             throw UpscaleError(.output, "cannot write in '\(dir)': \(ffmpegErrorText(result)); pick another --output folder")
         }

@@ -42,7 +42,7 @@ public enum Remuxer {
                 }
             }
         }
-        try check(avio_open(&out.pointee.pb, output, AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
+        try check(avio_open(&out.pointee.pb, localURL(output), AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
         defer { avio_closep(&out.pointee.pb) }
         try check(avformat_write_header(out, nil), "cannot start '\(output)'")
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()

@@ -251,6 +251,20 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// Names with a colon are files, not FFmpeg protocols: "file:clip.mp4" was read as clip.mp4
+    /// (another file), "pipe:0.mp4" as standard input, and "10:30.mp4" failed ("Protocol not found").
+    func testNamesWithAColonAreLocalFiles() throws {
+        let dir = try workspace(["street-2s.mp4", "street-hlg.mp4"])
+        try FileManager.default.moveItem(at: dir.appendingPathComponent("street-2s.mp4"), to: dir.appendingPathComponent("clip.mp4"))
+        for name in ["file:clip.mp4", "pipe:0.mp4", "10:30.mp4"] {
+            try FileManager.default.copyItem(at: dir.appendingPathComponent("street-hlg.mp4"), to: dir.appendingPathComponent(name))
+            let result = try upscale([name, "--preset", "ultrafast", "--output", "out:\(name.prefix(2)).mkv"], in: dir)
+            XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
+            // street-hlg.mp4 is 192x144; clip.mp4 (street-2s) is 768x576.
+            XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out:\(name.prefix(2)).mkv")), "384x288", name)
+        }
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
