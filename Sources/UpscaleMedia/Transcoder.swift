@@ -45,6 +45,8 @@ extension ChunkWriter: PacketSink {
 public final class Transcoder {
     public let job: Job
     private let logger: Logger
+    /// Where the packets read so far end, in seconds: the latest of any stream's.
+    private let lastRead = LatestTime()
 
     public init(job: Job, logger: Logger = Logger(label: "upscale")) {
         self.job = job
@@ -147,6 +149,10 @@ public final class Transcoder {
                                   output: output, videoOut: videoOut, routes: routes, range: nil, cancel: cancel,
                                   start: start, progress: progress)
             if cancel.isCancelled { throw UpscaleError.cancelled() }
+            guard frames > 0 else {
+                throw UpscaleError(.input, "'\(job.input)' gave no picture to upscale: it is cut short or damaged; nothing was written (copy or export it again)")
+            }
+            noteEarlyEnd(input: input)
             try output.finish(overwrite: job.overwrite)
             return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
                                     encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
@@ -154,6 +160,33 @@ public final class Transcoder {
             output.abandon()
             throw error
         }
+    }
+
+    /// A file cut short (an unfinished copy or download) in a container that says how long it
+    /// is but not where its packets are (Matroska, MPEG-TS) just ends early: every stream's
+    /// packets stop well before the duration the header gives (one stream ending before
+    /// another, as audio after the picture, is no sign). Says so.
+    private func noteEarlyEnd(input: InputFile) {
+        let context = input.context.pointee
+        guard context.duration > 0, let end = lastRead.value else { return }
+        let start = context.start_time == noPTS ? 0 : Double(context.start_time) / Double(AV_TIME_BASE)
+        let promised = Double(context.duration) / Double(AV_TIME_BASE)
+        let shown = end - start
+        if promised - shown > max(0.25, promised / 20) {
+            logger.notice("'\(job.input)' ends at \(String(format: "%.2f", shown)) s of the \(String(format: "%.2f", promised)) s its header gives: it may be cut short (an unfinished copy or download); the output holds what is there")
+        }
+    }
+
+    /// The frames the file's headers promise: the stream's frame count, else its duration (the
+    /// container's) times the frame rate; nil when they say neither.
+    static func promisedFrames(input: InputFile, videoStream: UnsafeMutablePointer<AVStream>) -> Int? {
+        var total = Int(videoStream.pointee.nb_frames)
+        if total <= 0 {
+            let duration = input.context.pointee.duration
+            let rate = av_guess_frame_rate(input.context, videoStream, nil).double
+            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
+        }
+        return total > 0 ? total : nil
     }
 
     /// The source's metadata, rotation, chapters, frame rate and pixel aspect on the output's video.
@@ -273,14 +306,7 @@ public final class Transcoder {
             decoded.cancel()
             scaled.cancel()
         }
-        var total = Int(videoStream.pointee.nb_frames)
-        if total <= 0 {
-            let duration = input.context.pointee.duration
-            let rate = av_guess_frame_rate(input.context, videoStream, nil).double
-            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
-        }
-        if let range { total = range.frames }
-        let framesTotal = total > 0 ? total : nil
+        let framesTotal = range?.frames ?? Transcoder.promisedFrames(input: input, videoStream: videoStream)
 
         let readStage = {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
@@ -324,6 +350,8 @@ public final class Transcoder {
                     defer { av_packet_unref(packet) }
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     let index = Int(packet!.pointee.stream_index)
+                    let p = packet!.pointee
+                    if p.pts != noPTS { self.lastRead.see(Double(p.pts + max(p.duration, 0)) * input.stream(index).pointee.time_base.double) }
                     if index == videoIndex {
                         if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
                         do {
@@ -517,6 +545,22 @@ private final class StageTracker: @unchecked Sendable {
 }
 
 /// The first error any of several threads hit (pipeline stages, chunk workers); the others stop.
+/// The latest of the times seen, from any thread.
+final class LatestTime: @unchecked Sendable {
+    private let lock = NSLock()
+    private var latest: Double?
+    func see(_ time: Double) {
+        lock.lock()
+        latest = max(latest ?? time, time)
+        lock.unlock()
+    }
+    var value: Double? {
+        lock.lock()
+        defer { lock.unlock() }
+        return latest
+    }
+}
+
 public final class FirstError: @unchecked Sendable {
     private let lock = NSLock()
     private var error: Error?

@@ -265,6 +265,28 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// A Matroska file cut short (as an unfinished copy leaves it) just ends early for FFmpeg:
+    /// the run says so instead of writing the shorter video without a word (at 90% of its bytes,
+    /// 5 of 10 pictures), and fails with nothing written where no picture is left (at half:
+    /// before, an output of 0 frames and exit 0).
+    func testACutShortFileIsNamedAsSuch() throws {
+        let dir = try workspace(["street-853x479.mkv"])
+        let whole = try Data(contentsOf: dir.appendingPathComponent("street-853x479.mkv"))
+        try whole.prefix(whole.count * 9 / 10).write(to: dir.appendingPathComponent("cut.mkv"))
+        try whole.prefix(whole.count / 2).write(to: dir.appendingPathComponent("half.mkv"))
+        let cut = try upscale(["cut.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(cut.status, 0, cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("'cut.mkv' ends at "), cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("it may be cut short"), cut.stderr)
+        let half = try upscale(["half.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(half.status, 1, half.stderr)
+        XCTAssertTrue(half.stderr.contains("'half.mkv' gave no picture to upscale"), half.stderr)
+        XCTAssertFalse(listing(dir).contains("half Upscaled.mkv"), "\(listing(dir))")
+        let full = try upscale(["street-853x479.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(full.status, 0, full.stderr)
+        XCTAssertFalse(full.stderr.contains("cut short"), full.stderr)
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
