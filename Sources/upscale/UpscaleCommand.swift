@@ -64,6 +64,11 @@ struct UpscaleCommand: ParsableCommand {
     /// Set on a child of a batch: the batch's other inputs an output could land on.
     @Option(help: .hidden) var childOtherInput: [String] = []
 
+    /// The long options that take no value (`Main.dashedFile` tells them from those that do).
+    static let flagNames: Set<String> = ["--resume", "--no-resume", "--overwrite", "--quiet", "--verbose", "--refine", "--no-refine",
+                                         "--deinterlace", "--strip", "--help", "--child-batch", "--child-plan-only", "--unique-name",
+                                         "--wait-for-space"]
+
     func validate() throws {
         if !(1...64).contains(jobs) { throw ValidationError("--jobs must be between 1 and 64") }
     }
@@ -279,6 +284,10 @@ enum Main {
         let folder = arguments.first.map { ["watch", "queue", "submit", "worker", "dashboard"].contains($0) } ?? false
         // The plain command runs each file in a child process; the first one is a copy of
         // this process made now, while it has no thread yet (see `Zygote`).
+        if !folder, !arguments.contains("--child-report-fd"), let name = dashedFile(in: arguments) {
+            FileHandle.standardError.write(Data("error: '\(name)' is read as options; to upscale that file write ./\(name) (or put -- before it)\n".utf8))
+            exit(2)
+        }
         if !folder, !arguments.isEmpty, !arguments.contains("--child-report-fd") {
             switch Zygote.start() {
             case .job(let job):
@@ -292,6 +301,25 @@ enum Main {
         LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
         if folder { run(FolderCommands.self, arguments) }
         run(UpscaleCommand.self, arguments)
+    }
+
+    /// An existing file whose name starts with one "-", given without ./ or a "--" before it:
+    /// argument-parser reads it as short options ("-dash.mp4" printed the help, for its "h",
+    /// and exited 0; "-x.mp4" said an input was missing). Not a value after an option.
+    static func dashedFile(in arguments: [String]) -> String? {
+        let flags: Set<String> = ["-q", "-h"] // the short options that take no value
+        var previousTakesValue = false
+        for argument in arguments {
+            if argument == "--" { return nil }
+            let short = argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 1
+            if short && !previousTakesValue && !flags.contains(argument) && FileManager.default.fileExists(atPath: argument) {
+                return argument
+            }
+            // "-o X" and "--width X" take a value; flags ("--overwrite", "-q") and "--x=y" do not.
+            previousTakesValue = argument == "-o"
+                || (argument.hasPrefix("--") && !argument.contains("=") && !UpscaleCommand.flagNames.contains(argument))
+        }
+        return nil
     }
 
     static func run<Root: ParsableCommand>(_ root: Root.Type, _ arguments: [String]) -> Never {

@@ -287,6 +287,22 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(full.stderr.contains("cut short"), full.stderr)
     }
 
+    /// A file named "-….mp4" given as it is: argument-parser reads it as short options, and
+    /// "-dash.mp4" printed the help (its "h") and exited 0. Now one line says how to name it.
+    func testAFileNamedLikeAnOptionIsNamedSo() throws {
+        let dir = try workspace(["street-hlg.mp4"])
+        try FileManager.default.moveItem(at: dir.appendingPathComponent("street-hlg.mp4"), to: dir.appendingPathComponent("-dash.mp4"))
+        let bare = try upscale(["-dash.mp4", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(bare.status, 2, bare.stderr)
+        XCTAssertEqual(bare.stderr, "error: '-dash.mp4' is read as options; to upscale that file write ./-dash.mp4 (or put -- before it)\n")
+        XCTAssertEqual(listing(dir), ["-dash.mp4"])
+        let dotted = try upscale(["./-dash.mp4", "--preset", "ultrafast", "-q"], in: dir)
+        XCTAssertEqual(dotted.status, 0, dotted.stderr)
+        let separated = try upscale(["--preset", "ultrafast", "-q", "--overwrite", "--", "-dash.mp4"], in: dir)
+        XCTAssertEqual(separated.status, 0, separated.stderr)
+        XCTAssertEqual(listing(dir), ["-dash Upscaled.mp4", "-dash.mp4"])
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
