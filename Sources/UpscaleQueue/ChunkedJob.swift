@@ -159,18 +159,32 @@ public final class ChunkedJob {
         let fm = FileManager.default
         let ledgerPath = (workFolder as NSString).appendingPathComponent("chunks.sqlite")
         let key = settingsKey
-        if fm.fileExists(atPath: workFolder) {
-            let existing = try? ChunkLedger(path: ledgerPath)
-            let matches = (try? existing?.value("settings")) == .some(key)
-            if !resume || !matches {
-                if !matches && resume { logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over") }
-                try? fm.removeItem(atPath: workFolder)
-            }
-        }
+        let existed = fm.fileExists(atPath: workFolder)
         do {
             try fm.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
         } catch {
             throw UpscaleError(.output, "cannot create the work folder '\(workFolder)': \(error.localizedDescription); pick another --output folder")
+        }
+        // One run at a time per work folder: a second run of the same command took the first's
+        // live chunks for an interrupted run's, redid them, and removed the folder under it.
+        let lock = open(workFolder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard lock >= 0 else {
+            throw UpscaleError(.output, "cannot open the work folder '\(workFolder)': \(String(cString: strerror(errno))); pick another --output folder")
+        }
+        defer { close(lock) }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            throw UpscaleError(.output, "'\(job.output)' is being made by another upscale run right now (work folder '\(workFolder)'); let it finish or stop it first")
+        }
+        if existed {
+            let existing = try? ChunkLedger(path: ledgerPath)
+            let matches = (try? existing?.value("settings")) == .some(key)
+            if !resume || !matches {
+                if !matches && resume { logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over") }
+                // Emptied, not removed: the lock is on the folder itself.
+                for name in (try? fm.contentsOfDirectory(atPath: workFolder)) ?? [] {
+                    try? fm.removeItem(atPath: (workFolder as NSString).appendingPathComponent(name))
+                }
+            }
         }
         let ledger = try ChunkLedger(path: ledgerPath)
         if try ledger.value("settings") == nil {

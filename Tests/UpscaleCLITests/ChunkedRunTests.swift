@@ -112,6 +112,27 @@ final class ChunkedRunTests: XCTestCase {
 
     /// Ctrl-C keeps the finished chunks and says where; --no-resume starts over; a finished
     /// run leaves no work folder.
+    /// The same command started again while the first still runs: refused in one line. Before,
+    /// the second took the first's live chunks for an interrupted run's, redid them and removed
+    /// the work folder, and the first then failed on a missing chunk.
+    func testASecondRunOfTheSameJobIsRefusedWhileTheFirstRuns() throws {
+        let dir = try workspace()
+        let work = dir.appendingPathComponent(".\(source.replacingOccurrences(of: ".mp4", with: "")) Upscaled.mkv.upscale-work")
+        let (first, firstErrors) = try start([source] + exact, in: dir)
+        try waitForChunks(work, atLeast: 1, process: first)
+        let second = try run([source] + exact, in: dir)
+        XCTAssertEqual(second.status, 1, second.stderr)
+        XCTAssertTrue(second.stderr.contains("is being made by another upscale run right now"), second.stderr)
+        let text = String(decoding: firstErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        first.waitUntilExit()
+        XCTAssertEqual(first.terminationStatus, 0, text)
+        let reader = try VideoFrameReader(path: dir.appendingPathComponent("chunk-h264-bframes Upscaled.mkv").path)
+        var frames = 0
+        while try reader.next() != nil { frames += 1 }
+        XCTAssertEqual(frames, 60)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+    }
+
     func testInterruptedRunKeepsItsChunksAndNoResumeStartsOver() throws {
         let dir = try workspace()
         let arguments = [source, "-o", "chunked.mkv"] + exact
