@@ -222,6 +222,8 @@ public final class StillImage {
         var options: [String] = []
         if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
         if strip { options.append("strip") }
+        // JPEG has no alpha: libvips flattens onto black unless told; white, as image editors do.
+        if hasAlpha && !StillImage.keepsAlpha(extension: ext) { options.append("background=\(sixteenBit ? 65535 : 255)") }
         let target = options.isEmpty ? path : path + "[" + options.joined(separator: ",") + "]"
         if upscale_vips_write(tagged, target) != 0 {
             let full = errno == ENOSPC
@@ -231,6 +233,9 @@ public final class StillImage {
             throw failure
         }
     }
+
+    /// Whether images saved with this extension keep an alpha channel (all but JPEG here).
+    public static func keepsAlpha(extension ext: String) -> Bool { !["jpg", "jpeg"].contains(ext.lowercased()) }
 
     /// The metadata blobs carried to the output (unless stripped): ICC profile as it is, EXIF, XMP.
     fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>) {

@@ -15,6 +15,9 @@ extension UpscaleCommand {
         let size = try StillSize.resolve(width: still.width, height: still.height,
                                          to: (encode.width, encode.height), scale: encode.scale, path: input)
         let output = try stillOutputPath(input: input)
+        if still.hasAlpha && !StillImage.keepsAlpha(extension: URL(fileURLWithPath: output).pathExtension) {
+            logger.notice("'\(input)' has transparency and JPEG has none: it is flattened onto white (use --format png or webp to keep it)")
+        }
         try StillSize.check(size, extension: URL(fileURLWithPath: output).pathExtension, path: input)
         if childPlanOnly {
             reportPlan(reporter, output: output, width: size.width, height: size.height, frames: 1)
@@ -64,6 +67,11 @@ extension UpscaleCommand {
             }
             guard StillImage.canSave(extension: givenExt) else {
                 throw UpscaleError(.usage, "'\(given)': this libvips cannot write .\(givenExt) files; name the output \(usual)")
+            }
+            // The name's extension picks the saver: a --format that says otherwise would be ignored.
+            if let format = encode.format, let wanted = StillImage.formats[format.lowercased()],
+               StillImage.formats[givenExt] != wanted {
+                throw UpscaleError(.usage, "--format \(format) and --output '\(given)' disagree; name the output .\(wanted), or drop --format")
             }
             output = given
         } else {

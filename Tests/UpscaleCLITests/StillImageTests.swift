@@ -318,6 +318,39 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(first.height, 712)
     }
 
+    /// A transparent PNG saved as JPEG is flattened onto white, with a note (libvips' own
+    /// default was black, without a word); --format and an --output name that disagree are refused.
+    func testTransparencyIntoJPEGIsFlattenedOntoWhiteAndFormatMustAgreeWithTheName() throws {
+        let rgba = try make("clear.png") { image in
+            var rgb: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_colourspace(image, &rgb, VIPS_INTERPRETATION_sRGB), 0)
+            defer { upscale_vips_unref(rgb!) }
+            var luma: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_colourspace(image, &luma, VIPS_INTERPRETATION_B_W), 0)
+            defer { upscale_vips_unref(luma!) }
+            var joined: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_bandjoin2(rgb!, luma!, &joined), 0)
+            return try XCTUnwrap(joined)
+        }
+        let result = try run([rgba, "--format", "jpg", "--output", path("flat.jpg")])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("has transparency and JPEG has none: it is flattened onto white"), result.stderr)
+        // Where the photo is darkest its alpha (its own luma) is lowest: white shows through.
+        let source = try pixels(rgba), flat = try pixels(path("flat.jpg"))
+        let (w, h) = (try header(rgba).width, try header(rgba).height)
+        var darkest = (x: 0, y: 0, alpha: 255)
+        for y in 8..<(h - 8) {
+            for x in 8..<(w - 8) where Int(source[(y * w + x) * 4 + 3]) < darkest.alpha { darkest = (x, y, Int(source[(y * w + x) * 4 + 3])) }
+        }
+        XCTAssertLessThan(darkest.alpha, 40)
+        let at = ((2 * darkest.y) * (2 * w) + 2 * darkest.x) * 3
+        XCTAssertGreaterThan(Int(flat[at]) + Int(flat[at + 1]) + Int(flat[at + 2]), 3 * 180, "flattened onto white, not black")
+        let disagree = try run([rgba, "--format", "jpg", "--output", path("named.png")])
+        XCTAssertEqual(disagree.status, 2, disagree.stderr)
+        XCTAssertTrue(disagree.stderr.contains("--format jpg and --output"), disagree.stderr)
+        XCTAssertFalse(listing().contains("named.png"))
+    }
+
     func testBadImagesFailInOneLineAndLeaveNothing() throws {
         FileManager.default.createFile(atPath: path("empty.jpg"), contents: Data())
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: path("text.png")))
