@@ -106,6 +106,7 @@ struct UpscaleCommand: ParsableCommand {
         let executable = selfExecutable()
 
         var failed = 0
+        var explained = false
         // Outputs written so far: a later input whose output lands on one fails instead of replacing it.
         var written: [String] = []
         for input in inputs {
@@ -145,8 +146,12 @@ struct UpscaleCommand: ParsableCommand {
                 state.printError()
                 throw ExitCode(2)
             case .exited(130):
-                // An interrupted chunked job says where its finished chunks are kept.
-                if let text = state.error, text != UpscaleError.cancelled().message { console.error(text) }
+                // An interrupted chunked job says where its finished chunks are kept (that line
+                // is the whole story: no second "cancelled" line under it).
+                if let text = state.error, text != UpscaleError.cancelled().message {
+                    console.error(text)
+                    explained = true
+                }
                 cancel.cancel()
             case .exited(let code):
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
@@ -159,7 +164,7 @@ struct UpscaleCommand: ParsableCommand {
             }
         }
         if cancel.isCancelled {
-            console.error("cancelled; no output was written")
+            if !explained { console.error("cancelled; no output was written") }
             throw ExitCode(130)
         }
         if failed > 0 { throw ExitCode(1) }

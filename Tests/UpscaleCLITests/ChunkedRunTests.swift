@@ -144,6 +144,8 @@ final class ChunkedRunTests: XCTestCase {
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 130, text)
         XCTAssertTrue(text.contains("chunks are kept in '\(work.path)'"), text)
+        // That line says it all: no "cancelled; no output was written" under it.
+        XCTAssertEqual(text.split(separator: "\n").filter { $0.hasPrefix("error:") }.count, 1, text)
         XCTAssertGreaterThanOrEqual(finishedChunks(work), 1)
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
 
