@@ -20,7 +20,7 @@ struct WatchCommand: ParsableCommand {
     @OptionGroup var chunking: ChunkOptions
     @OptionGroup var queue: QueueOption
     @Option(help: "Jobs run at once.") var jobs = 1
-    @Flag(help: "Process what is there (and whatever arrives meanwhile), then exit: 0, or 1 if a job failed.") var once = false
+    @Flag(help: "Process what is there (and whatever arrives meanwhile), then exit: 0, 1 if a job failed, 130 if stopped first.") var once = false
     @Option(help: "Seconds a file's size and time must stay unchanged before it is taken.") var settle = 5.0
     @Flag(help: "Also watch sub-folders; their paths are kept under Upscaled/, Originals/ and Failed/.") var recursive = false
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
@@ -77,6 +77,9 @@ struct WatchCommand: ParsableCommand {
         say("watching '\(root.root)'\(once ? " (once)" : ""): \(jobs) job(s) at a time, settle \(settle) s")
         let watcher = Watcher(config: config, store: store, say: say)
         let status = try watcher.run(stop: stop)
+        // --once promises the folder processed: stopped early, it says so by its status, as the
+        // plain command does (a service's watcher stopped by SIGTERM exits 0).
+        if once && stop.isCancelled { throw ExitCode(130) }
         if status != 0 { throw ExitCode(status) }
     }
 }
@@ -105,6 +108,7 @@ extension WatchCommand {
         defer { withExtendedLifetime(trap) {} }
         say("watching '\(root.root)' for the shared queue \(shared.address)\(once ? " (once)" : ""), settle \(settle) s")
         let status = try watcher.run(once: once, stop: stop)
+        if once && stop.isCancelled { throw ExitCode(130) }
         if status != 0 { throw ExitCode(status) }
     }
 }

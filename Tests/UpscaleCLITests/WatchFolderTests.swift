@@ -218,6 +218,18 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(files("").contains("a.mp4"))
     }
 
+    /// `watch --once` stopped before it is done exits 130 (it exited 0), its job back in the queue.
+    func testOnceStoppedEarlyExits130() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--once", "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
+        try waitFor("the job to run") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 130)
+        XCTAssertEqual(try listing().jobs.first?.state, "queued")
+        XCTAssertTrue(files("").contains("a.mp4"))
+    }
+
     func testCancelStopsARunningJobWithinASecondOrTwo() throws {
         try drop(Self.clip, as: "long.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
