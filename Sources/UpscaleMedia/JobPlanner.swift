@@ -70,6 +70,10 @@ public struct Job: Sendable {
     /// The input's alpha channel is upscaled and written (the input has one and the codec
     /// takes it: ProRes 4444, FFV1); elsewhere the output is opaque.
     public var keepsAlpha: Bool = false
+    /// The output's size as players show it (turned by the rotation, with the pixel aspect);
+    /// `width` and `height` are the stored picture's. Zero when not planned from a file.
+    public var shownWidth = 0
+    public var shownHeight = 0
     /// Seconds without a decoded picture (while not waiting on the scaler) before the input
     /// counts as stuck on damaged data and the job fails.
     public var stallSeconds: Double = 60
@@ -296,6 +300,7 @@ public enum JobPlanner {
                       threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
                       notices: notices)
         job.keepsAlpha = keepsAlpha
+        (job.shownWidth, job.shownHeight) = (shown.width, shown.height)
         job.duration = info.duration
         job.frameRate = video.frameRate
         return job

@@ -266,7 +266,13 @@ struct UpscaleCommand: ParsableCommand {
             audio = "; audio: \(s.audioCopied) copied" + (s.audioTranscoded > 0 ? ", \(s.audioTranscoded) re-encoded to AAC" : "")
         }
         let scaling = job.kernel.rawValue + (job.refine ? " + edge refinement" : "")
-        return "Wrote \(s.output) (\(job.width)x\(job.height), \(scaling), \(job.encoder.codec.rawValue) via \(s.encoderName), "
+        // The size as shown, which is what --width and --height speak of; the stored size beside
+        // it where rotation or non-square pixels make them differ.
+        var size = "\(job.width)x\(job.height)"
+        if job.shownWidth > 0, (job.shownWidth, job.shownHeight) != (job.width, job.height) {
+            size = "\(job.shownWidth)x\(job.shownHeight) as shown, stored \(size)"
+        }
+        return "Wrote \(s.output) (\(size), \(scaling), \(job.encoder.codec.rawValue) via \(s.encoderName), "
             + "\(s.frames) frames in \(String(format: "%.1f", s.seconds)) s, \(String(format: "%.1f", fps)) fps\(audio))"
     }
 }

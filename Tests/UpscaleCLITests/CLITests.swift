@@ -303,6 +303,18 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["-dash Upscaled.mp4", "-dash.mp4"])
     }
 
+    /// The summary names the size as shown (what --width speaks of), and the stored size beside
+    /// it for a phone clip stored sideways (it gave the stored size alone).
+    func testSummaryGivesTheShownSizeOfARotatedClip() throws {
+        let dir = try workspace(["street-hlg.mp4"])
+        try Remuxer.copy(dir.appendingPathComponent("street-hlg.mp4").path, to: dir.appendingPathComponent("phone.mov").path, rotation: 90)
+        let result = try upscale(["phone.mov", "--width", "288", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdout.contains("(288x384 as shown, stored 384x288, "), result.stdout)
+        let plain = try upscale(["street-hlg.mp4", "--width", "384", "--preset", "ultrafast"], in: dir)
+        XCTAssertTrue(plain.stdout.contains("Upscaled.mp4 (384x288, "), plain.stdout)
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
