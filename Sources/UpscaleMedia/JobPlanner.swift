@@ -148,8 +148,9 @@ public enum OutputSize {
         let even = { (v: Double) in max(2, Int((v / 2).rounded()) * 2) }
         let ew = even(w), eh = even(h)
         let rounded = (width.map { $0 != ew } ?? false) || (height.map { $0 != eh } ?? false)
-        for (name, value) in [("width", ew), ("height", eh)] where value < minimum || value > maximum {
-            throw UpscaleError(.usage, "output \(name) \(value) is outside \(minimum)...\(maximum); choose another size")
+        for (name, value, asked) in [("width", ew, width), ("height", eh, height)] where value < minimum || value > maximum {
+            // The number the user gave when that side was given (not its even rounding: 16385 read 16386).
+            throw UpscaleError(.usage, "output \(name) \(asked ?? value) is outside \(minimum)...\(maximum); choose another size")
         }
         return (ew, eh, rounded)
     }

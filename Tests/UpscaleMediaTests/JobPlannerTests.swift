@@ -15,6 +15,10 @@ final class JobPlannerTests: XCTestCase {
         // Anamorphic PAL 720x576 shown at 768x576.
         XCTAssertTrue(try OutputSize.resolve(display: (768, 576), width: 1536, height: nil, scale: nil) == (1536, 1152, false))
         XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 20000, height: nil, scale: nil))
+        // The number given, not its even rounding (16385 was reported as 16386).
+        XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 16385, height: nil, scale: nil)) { error in
+            XCTAssertEqual((error as? UpscaleError)?.message, "output width 16385 is outside 16...16384; choose another size")
+        }
         XCTAssertThrowsError(try OutputSize.resolve(display: display, width: 100, height: nil, scale: 2))
     }
 
