@@ -227,14 +227,13 @@ final class StillImageTests: XCTestCase {
         return Data(bytes: memory, count: size)
     }
 
-    /// The output made in strips (here one band of the core, 96 rows, at a time) has the
-    /// same pixels as made in one piece: RGBA refined at 2x, and 16-bit at 3x.
-    func testStripsGiveTheSamePixelsAsOnePiece() throws {
-        let rgba = try make("rgba.png") { image in
+    /// The butterfly in sRGB with its own luma as alpha: soft, varied transparency, most
+    /// transparent where the photo is darkest.
+    private func lumaAlpha(_ name: String) throws -> String {
+        try make(name) { image in
             var rgb: UnsafeMutablePointer<VipsImage>?
             XCTAssertEqual(upscale_vips_colourspace(image, &rgb, VIPS_INTERPRETATION_sRGB), 0)
             defer { upscale_vips_unref(rgb!) }
-            // Alpha from the photo's own luma: soft, varied transparency.
             var luma: UnsafeMutablePointer<VipsImage>?
             XCTAssertEqual(upscale_vips_colourspace(image, &luma, VIPS_INTERPRETATION_B_W), 0)
             defer { upscale_vips_unref(luma!) }
@@ -242,6 +241,12 @@ final class StillImageTests: XCTestCase {
             XCTAssertEqual(upscale_vips_bandjoin2(rgb!, luma!, &joined), 0)
             return try XCTUnwrap(joined)
         }
+    }
+
+    /// The output made in strips (here one band of the core, 96 rows, at a time) has the
+    /// same pixels as made in one piece: RGBA refined at 2x, and 16-bit at 3x.
+    func testStripsGiveTheSamePixelsAsOnePiece() throws {
+        let rgba = try lumaAlpha("rgba.png")
         let deep = try make("deep.png") { image in
             var out: UnsafeMutablePointer<VipsImage>?
             XCTAssertEqual(upscale_vips_colourspace(image, &out, VIPS_INTERPRETATION_RGB16), 0)
@@ -321,17 +326,7 @@ final class StillImageTests: XCTestCase {
     /// A transparent PNG saved as JPEG is flattened onto white, with a note (libvips' own
     /// default was black, without a word); --format and an --output name that disagree are refused.
     func testTransparencyIntoJPEGIsFlattenedOntoWhiteAndFormatMustAgreeWithTheName() throws {
-        let rgba = try make("clear.png") { image in
-            var rgb: UnsafeMutablePointer<VipsImage>?
-            XCTAssertEqual(upscale_vips_colourspace(image, &rgb, VIPS_INTERPRETATION_sRGB), 0)
-            defer { upscale_vips_unref(rgb!) }
-            var luma: UnsafeMutablePointer<VipsImage>?
-            XCTAssertEqual(upscale_vips_colourspace(image, &luma, VIPS_INTERPRETATION_B_W), 0)
-            defer { upscale_vips_unref(luma!) }
-            var joined: UnsafeMutablePointer<VipsImage>?
-            XCTAssertEqual(upscale_vips_bandjoin2(rgb!, luma!, &joined), 0)
-            return try XCTUnwrap(joined)
-        }
+        let rgba = try lumaAlpha("clear.png")
         let result = try run([rgba, "--format", "jpg", "--output", path("flat.jpg")])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("has transparency and JPEG has none: it is flattened onto white"), result.stderr)
