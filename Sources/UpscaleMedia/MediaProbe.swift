@@ -168,6 +168,19 @@ public enum MediaProbe {
         return count
     }
 
+    /// The file's attachments (Matroska: fonts, cover art): name, MIME type and bytes.
+    public static func attachments(_ path: String) throws -> [(name: String, mimeType: String, bytes: Data)] {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        return (0..<input.streamCount).compactMap { i in
+            let s = input.stream(i)
+            let par = s.pointee.codecpar.pointee
+            guard par.codec_type == AVMEDIA_TYPE_ATTACHMENT, let bytes = par.extradata else { return nil }
+            let tag = { (key: String) in av_dict_get(s.pointee.metadata, key, nil, 0).map { String(cString: $0.pointee.value) } ?? "" }
+            return (tag("filename"), tag("mimetype"), Data(bytes: bytes, count: Int(par.extradata_size)))
+        }
+    }
+
     /// Every packet of stream `index`, in file order.
     public static func packets(_ path: String, stream index: Int) throws -> [PacketRecord] {
         MediaLibrary.configure()

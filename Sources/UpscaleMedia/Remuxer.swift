@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 
 /// Copies every stream of a file into a new container without re-encoding, optionally
 /// setting the video's display rotation. The tests use it to make phone-style clips
@@ -8,9 +9,11 @@ public enum Remuxer {
     /// `retime` maps each video packet's pts and dts (in the input stream's time base; it must
     /// be increasing) to make variable-frame-rate clips. `adding` appends every stream of other
     /// files (say a second audio track). `timecode` gives the video a start timecode, which
-    /// the .mov/.mp4 muxer writes as a timecode track, as cameras do.
+    /// the .mov/.mp4 muxer writes as a timecode track, as cameras do. `attaching` adds files as
+    /// Matroska attachments (fonts, cover art), each with its MIME type.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, adding extras: [String] = [],
+                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil,
+                            attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [],
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras).map { try InputFile(path: $0) }
@@ -41,6 +44,18 @@ public enum Remuxer {
                     data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
                 }
             }
+        }
+        for attachment in attachments {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: attachment.path))
+            guard let o = avformat_new_stream(out, nil), let extradata = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+                throw UpscaleError(.processing, "out of memory")
+            }
+            bytes.copyBytes(to: extradata.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+            o.pointee.codecpar.pointee.codec_type = AVMEDIA_TYPE_ATTACHMENT
+            o.pointee.codecpar.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
+            o.pointee.codecpar.pointee.extradata_size = Int32(bytes.count)
+            av_dict_set(&o.pointee.metadata, "filename", URL(fileURLWithPath: attachment.path).lastPathComponent, 0)
+            av_dict_set(&o.pointee.metadata, "mimetype", attachment.mimeType, 0)
         }
         try check(avio_open(&out.pointee.pb, localURL(output), AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
         defer { avio_closep(&out.pointee.pb) }

@@ -235,6 +235,16 @@ public final class Transcoder {
                 } else {
                     logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
                 }
+            case AVMEDIA_TYPE_ATTACHMENT:
+                // Matroska's attachments: the fonts an ASS track is drawn with, notes (FFmpeg reads
+                // an image attachment as cover art instead). They have no packets; the file is the
+                // stream's extradata, named by its tags.
+                let name = av_dict_get(s.pointee.metadata, "filename", nil, 0).map { String(cString: $0.pointee.value) } ?? "stream \(i)"
+                if output.muxerName == "matroska" && par.pointee.extradata_size > 0 {
+                    _ = try output.addCopiedStream(from: s)
+                } else {
+                    logger.notice("attachment '\(name)' (stream \(i)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
+                }
             case AVMEDIA_TYPE_VIDEO where s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0:
                 logger.notice("cover art (stream \(i)) is not copied")
             case AVMEDIA_TYPE_VIDEO:

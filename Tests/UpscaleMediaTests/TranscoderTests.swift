@@ -475,6 +475,31 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// Matroska attachments (the fonts an ASS track is drawn with, notes) are kept byte for byte
+    /// in .mkv (they were dropped with a note), and named as not copied in .mp4. (An image
+    /// attachment is read by FFmpeg as cover art, a picture stream, which stays as it was.)
+    func testMatroskaAttachmentsAreKept() throws {
+        let dir = try workspace(copying: ["street-subs.mkv", "README.md"])
+        let input = dir.appendingPathComponent("film.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: input,
+                         attaching: [(dir.appendingPathComponent("README.md").path, "text/markdown")])
+        let source = try MediaProbe.attachments(input)
+        XCTAssertEqual(source.count, 1)
+        for ext in ["mkv", "mp4"] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            _ = try run(input, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let kept = try MediaProbe.attachments(out)
+            if ext == "mkv" {
+                XCTAssertEqual(kept.map(\.name), ["README.md"])
+                XCTAssertEqual(kept.map(\.mimeType), ["text/markdown"])
+                XCTAssertEqual(kept.first?.bytes, try Data(contentsOf: dir.appendingPathComponent("README.md")))
+            } else {
+                XCTAssertTrue(kept.isEmpty)
+            }
+            XCTAssertEqual(try MediaProbe.info(out).video?.width, 384, ext)
+        }
+    }
+
     func testCameraTimecodeIsKept() throws {
         let dir = try workspace(copying: ["street-hlg.mp4"])
         let input = dir.appendingPathComponent("camera.mov").path
