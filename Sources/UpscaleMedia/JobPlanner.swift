@@ -182,6 +182,10 @@ public enum JobPlanner {
         if sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
         }
+        let name = URL(fileURLWithPath: output).lastPathComponent
+        if name.utf8.count > PartialFile.longestName {
+            throw UpscaleError(.usage, "the output name '\(name)' is too long (\(name.utf8.count) bytes; at most \(PartialFile.longestName) here, with room for its temporary name); give a shorter one with --output")
+        }
         if let other = otherInputs.first(where: { sameFile($0, output) }) {
             throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which is '\(other)', another input of this run; choose another --output folder so that file is kept")
         }

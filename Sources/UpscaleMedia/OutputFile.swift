@@ -208,6 +208,12 @@ public enum PartialFile {
         return text.isEmpty ? "localhost" : text
     }()
 
+    /// The longest output file name (in bytes) whose temporary names still fit the 255 bytes
+    /// a name may have here: the temporary file's decoration, and a still's ".tiff.raw" after it.
+    public static var longestName: Int {
+        255 - (URL(fileURLWithPath: temporaryPath(for: "/x", pid: pid_t.max)).lastPathComponent.utf8.count - 1) - ".tiff.raw".utf8.count
+    }
+
     /// The temporary file process `pid` writes while making `finalPath`. Stills add their
     /// format's suffix after it (libvips picks the saver by suffix) and a raw strip file after that.
     public static func temporaryPath(for finalPath: String, pid: pid_t) -> String {

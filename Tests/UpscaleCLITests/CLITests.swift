@@ -315,6 +315,21 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(plain.stdout.contains("Upscaled.mp4 (384x288, "), plain.stdout)
     }
 
+    /// An input whose output name (with upscale's temporary name around it) would pass the
+    /// 255 bytes a file name may have: one line about the name (it said "cannot write in
+    /// '<folder>': File name too long; pick another --output folder"); --output a shorter one works.
+    func testAnOutputNameTooLongIsNamedSo() throws {
+        let dir = try workspace(["street-hlg.mp4"])
+        let stem = String(repeating: "a", count: PartialFile.longestName - " Upscaled.mp4".utf8.count + 1)
+        try FileManager.default.moveItem(at: dir.appendingPathComponent("street-hlg.mp4"), to: dir.appendingPathComponent(stem + ".mp4"))
+        let long = try upscale([stem + ".mp4", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(long.status, 2, long.stderr)
+        XCTAssertTrue(long.stderr.contains(" Upscaled.mp4' is too long (\(PartialFile.longestName + 1) bytes"), long.stderr)
+        let short = try upscale([stem + ".mp4", "--preset", "ultrafast", "-q", "--output", "short.mp4"], in: dir)
+        XCTAssertEqual(short.status, 0, short.stderr)
+        XCTAssertEqual(listing(dir), [stem + ".mp4", "short.mp4"])
+    }
+
     func testUsageErrorsExitTwo() throws {
         let dir = try workspace(["street-2s.mp4"])
         for arguments in [["street-2s.mp4", "--width", "8"], ["street-2s.mp4", "--scale", "2", "--width", "640"],
