@@ -10,6 +10,18 @@ final class OutputFile {
     private var opened = false
     private var closed = false
     private var encoderTimeBases: [Int: AVRational] = [:]
+    /// Subtracted from every timestamp written (and from chapter times), in microseconds: the
+    /// input's start, so the output starts at 0 as the ffmpeg command's does. MPEG-TS files
+    /// start at 1.4 s and more (an hour in, for a recording), which became an empty stretch
+    /// before the picture in .mov/.mkv output. Streams keep their offsets to one another.
+    private var startOffset: Int64 = 0
+
+    /// Takes the input's start (a positive one; a negative start, as edit lists give, is left
+    /// to the muxer) as the offset. Call before chapters are copied and packets written.
+    func startAtZero(input: UnsafeMutablePointer<AVFormatContext>) {
+        let start = input.pointee.start_time
+        startOffset = start != noPTS && start > 0 ? start : 0
+    }
 
     init(finalPath: String, muxer: String) throws {
         self.finalPath = finalPath
@@ -110,8 +122,9 @@ final class OutputFile {
                   let chapter = av_mallocz(MemoryLayout<AVChapter>.size)?.bindMemory(to: AVChapter.self, capacity: 1) else { continue }
             chapter.pointee.id = source.pointee.id
             chapter.pointee.time_base = source.pointee.time_base
-            chapter.pointee.start = source.pointee.start
-            chapter.pointee.end = source.pointee.end
+            let shift = av_rescale_q(startOffset, AVRational(num: 1, den: AV_TIME_BASE), source.pointee.time_base)
+            chapter.pointee.start = max(0, source.pointee.start - shift)
+            chapter.pointee.end = max(0, source.pointee.end - shift)
             av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
             chapters[made] = chapter
             made += 1
@@ -148,6 +161,11 @@ final class OutputFile {
     /// Writes one packet; `packet`'s timestamps are in the time base its stream was added with.
     func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws {
         packet.pointee.stream_index = Int32(index)
+        if startOffset != 0 {
+            let shift = av_rescale_q(startOffset, AVRational(num: 1, den: AV_TIME_BASE), encoderTimeBases[index]!)
+            if packet.pointee.pts != noPTS { packet.pointee.pts -= shift }
+            if packet.pointee.dts != noPTS { packet.pointee.dts -= shift }
+        }
         av_packet_rescale_ts(packet, encoderTimeBases[index]!, stream(index).pointee.time_base)
         try writeCheck(av_interleaved_write_frame(context, packet), "writing '\(finalPath)' failed")
     }

@@ -10,9 +10,10 @@ public enum Remuxer {
     /// be increasing) to make variable-frame-rate clips. `adding` appends every stream of other
     /// files (say a second audio track). `timecode` gives the video a start timecode, which
     /// the .mov/.mp4 muxer writes as a timecode track, as cameras do. `attaching` adds files as
-    /// Matroska attachments (fonts, cover art), each with its MIME type.
+    /// Matroska attachments (fonts, cover art), each with its MIME type. `delay` (seconds) moves
+    /// every packet later, as MPEG-TS recordings start well after 0.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil,
+                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [],
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
@@ -57,6 +58,24 @@ public enum Remuxer {
             av_dict_set(&o.pointee.metadata, "filename", URL(fileURLWithPath: attachment.path).lastPathComponent, 0)
             av_dict_set(&o.pointee.metadata, "mimetype", attachment.mimeType, 0)
         }
+        // The first file's chapters, moved by `delay` with everything else.
+        let first = sources[0].context
+        if first.pointee.nb_chapters > 0, let list = av_calloc(Int(first.pointee.nb_chapters), MemoryLayout<UnsafeMutablePointer<AVChapter>?>.stride) {
+            let chapters = list.bindMemory(to: UnsafeMutablePointer<AVChapter>?.self, capacity: Int(first.pointee.nb_chapters))
+            for i in 0..<Int(first.pointee.nb_chapters) {
+                let source = first.pointee.chapters[i]!
+                let chapter = av_mallocz(MemoryLayout<AVChapter>.size)!.bindMemory(to: AVChapter.self, capacity: 1)
+                let shift = Int64((delay / source.pointee.time_base.double).rounded())
+                chapter.pointee.id = source.pointee.id
+                chapter.pointee.time_base = source.pointee.time_base
+                chapter.pointee.start = source.pointee.start + shift
+                chapter.pointee.end = source.pointee.end + shift
+                av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
+                chapters[i] = chapter
+            }
+            out.pointee.chapters = chapters
+            out.pointee.nb_chapters = first.pointee.nb_chapters
+        }
         try check(avio_open(&out.pointee.pb, localURL(output), AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
         defer { avio_closep(&out.pointee.pb) }
         try check(avformat_write_header(out, nil), "cannot start '\(output)'")
@@ -72,6 +91,11 @@ public enum Remuxer {
                     packet!.pointee.duration = 0
                 }
                 av_packet_rescale_ts(packet, source.stream(index).pointee.time_base, out.pointee.streams[target]!.pointee.time_base)
+                if delay != 0 {
+                    let shift = Int64((delay / out.pointee.streams[target]!.pointee.time_base.double).rounded())
+                    if packet!.pointee.pts != noPTS { packet!.pointee.pts += shift }
+                    if packet!.pointee.dts != noPTS { packet!.pointee.dts += shift }
+                }
                 packet!.pointee.stream_index = Int32(target)
                 packet!.pointee.pos = -1
                 try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)

@@ -94,6 +94,7 @@ public final class Transcoder {
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
         let file = chunk == nil ? try OutputFile(finalPath: job.output, muxer: job.muxer) : nil
+        file?.startAtZero(input: input.context)
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).

@@ -500,6 +500,34 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// A file whose timestamps start late (an MPEG-TS recording an hour in; Matroska with
+    /// chapters 10 s in) gives an output that starts at 0 and lasts as long as the input, its
+    /// streams and chapters moved together. Before, the start became an empty stretch before
+    /// the picture (an hour and a second for a one-second clip in .mov).
+    func testOutputStartsAtZeroWhateverTheInputsStart() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "street-subs.mkv"])
+        let ts = dir.appendingPathComponent("recording.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts, delay: 3600)
+        let source = try MediaProbe.info(ts)
+        for ext in ["mov", "mkv"] {
+            let out = dir.appendingPathComponent("ts.\(ext)").path
+            _ = try run(ts, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let info = try MediaProbe.info(out)
+            XCTAssertEqual(info.duration, source.duration, accuracy: 0.1, ext)
+            XCTAssertEqual(try Measure.videoSeconds(out).first ?? -1, 0, accuracy: 0.05, ext)
+        }
+        let mkv = dir.appendingPathComponent("late.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: mkv, delay: 10)
+        let late = try MediaProbe.info(mkv)
+        let out = dir.appendingPathComponent("late-out.mkv").path
+        _ = try run(mkv, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        let info = try MediaProbe.info(out)
+        XCTAssertEqual(try Measure.videoSeconds(out).first ?? -1, 0, accuracy: 0.05)
+        XCTAssertEqual(late.chapters.count, 2)
+        XCTAssertEqual(info.chapters.count, 2)
+        for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
+    }
+
     func testCameraTimecodeIsKept() throws {
         let dir = try workspace(copying: ["street-hlg.mp4"])
         let input = dir.appendingPathComponent("camera.mov").path
