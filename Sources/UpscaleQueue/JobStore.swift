@@ -78,6 +78,8 @@ public protocol JobStore: AnyObject {
     func claim(owner: String, lease: Double, now: Double) throws -> JobClaim?
     /// Progress and a renewed lease; false when the claim is no longer valid (cancelled, or taken over).
     func heartbeat(_ claim: JobClaim, progress: JobProgress, lease: Double, now: Double) throws -> Bool
+    /// Whether the claim still holds a running or finishing job (not cancelled, not taken over).
+    func holds(_ claim: JobClaim) throws -> Bool
     /// Records what planning found: the output picture size and the frame count (for the ETA).
     func setPlan(id: Int64, width: Int, height: Int, frames: Int?) throws
     /// Records the chosen output path.

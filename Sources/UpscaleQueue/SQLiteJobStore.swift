@@ -141,6 +141,10 @@ public final class SQLiteJobStore: JobStore {
                    [progress.framesDone, progress.framesTotal, progress.fps, now + lease, now])
     }
 
+    public func holds(_ claim: JobClaim) throws -> Bool {
+        try update(claim, "updated = updated", [], states: "'running', 'finishing'")
+    }
+
     public func setPlan(id: Int64, width: Int, height: Int, frames: Int?) throws {
         try locked {
             try db.query("UPDATE jobs SET out_width = ?, out_height = ?, frames_total = COALESCE(?, frames_total) WHERE id = ?",

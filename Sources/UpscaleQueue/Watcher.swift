@@ -559,9 +559,10 @@ final class RunningJob: @unchecked Sendable {
             watcher.log("retry '\(job.source)' in \(Int(delay)) s: \(reason)")
             return
         }
-        // Still ours? (A cancelled job, or one taken over after a lost lease, is left alone.)
-        guard (try? store.heartbeat(claim, progress: JobProgress(framesDone: 0, framesTotal: nil, fps: nil), lease: config.lease, now: now)) == true
-        else { return }
+        // Still ours? (A cancelled job, or one taken over after a lost lease, is left alone.) A job
+        // whose output check failed is `finishing`, which a heartbeat no longer renews: asking
+        // with one left it finishing for good, and `--once` waiting on it.
+        guard (try? store.holds(claim)) == true else { return }
         watcher.jobFailed()
         var movedTo = ""
         if move, FileManager.default.fileExists(atPath: source) {

@@ -218,6 +218,22 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(files("").contains("a.mp4"))
     }
 
+    /// A job whose output fails the finish check (here a Matroska file cut short: its header
+    /// says 2 s, what is there gives one picture) fails cleanly: the original and the output in
+    /// Failed/ with the reason, and `--once` exits 1. Before, the job stayed "finishing" for good
+    /// and `--once` never returned.
+    func testAnOutputThatFailsItsCheckFailsTheJobAndOnceReturns() throws {
+        let whole = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("street-subs.mkv"))
+        try whole.prefix(whole.count * 6 / 10).write(to: inbox.appendingPathComponent("cut.mkv"))
+        let run = try upscale(["watch", inbox.path, "--once", "--settle", "0.3"] + Self.encode, timeout: 120)
+        XCTAssertFalse(run.hung, "watch --once did not return")
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(files("Failed"), ["cut Upscaled.mkv", "cut.mkv", "cut.mkv.error.txt"])
+        let reason = try String(contentsOf: inbox.appendingPathComponent("Failed/cut.mkv.error.txt"), encoding: .utf8)
+        XCTAssertTrue(reason.contains("the output 'cut Upscaled.mkv' lasts"), reason)
+        XCTAssertEqual(try listing().jobs.first?.state, "failed")
+    }
+
     /// `watch --once` stopped before it is done exits 130 (it exited 0), its job back in the queue.
     func testOnceStoppedEarlyExits130() throws {
         try drop(Self.clip, as: "a.mp4")
