@@ -171,9 +171,14 @@ public final class Transcoder {
         let context = input.context.pointee
         guard context.duration > 0, let end = lastRead.value else { return }
         let start = context.start_time == noPTS ? 0 : Double(context.start_time) / Double(AV_TIME_BASE)
-        let promised = Double(context.duration) / Double(AV_TIME_BASE)
+        let duration = Double(context.duration) / Double(AV_TIME_BASE)
+        // Where the header says the file ends. Matroska's duration is its last timestamp rather
+        // than a length from the start, so of the two readings the earlier end is taken (a file
+        // starting 5 s in that lasts 2 s was read as ending at 12 s, and got this note).
+        let promisedEnd = start > 0 ? min(start + duration, max(duration, start)) : start + duration
+        let promised = promisedEnd - start
         let shown = end - start
-        if promised - shown > max(0.25, promised / 20) {
+        if promisedEnd - end > max(0.25, promised / 20) {
             logger.notice("'\(job.input)' ends at \(String(format: "%.2f", shown)) s of the \(String(format: "%.2f", promised)) s its header gives: it may be cut short (an unfinished copy or download); the output holds what is there")
         }
     }

@@ -285,6 +285,12 @@ final class CLITests: XCTestCase {
         let full = try upscale(["street-853x479.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
         XCTAssertEqual(full.status, 0, full.stderr)
         XCTAssertFalse(full.stderr.contains("cut short"), full.stderr)
+        // Complete, but starting 5 s in: Matroska's duration is its last timestamp (7 s), which
+        // read as a length from 5 s gave this note (2 s of a promised 7).
+        try Remuxer.copy(dir.appendingPathComponent("street-853x479.mkv").path, to: dir.appendingPathComponent("late.mkv").path, delay: 5)
+        let late = try upscale(["late.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(late.status, 0, late.stderr)
+        XCTAssertFalse(late.stderr.contains("cut short"), late.stderr)
     }
 
     /// A file named "-….mp4" given as it is: argument-parser reads it as short options, and
