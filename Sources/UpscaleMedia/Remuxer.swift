@@ -11,9 +11,10 @@ public enum Remuxer {
     /// files (say a second audio track). `timecode` gives the video a start timecode, which
     /// the .mov/.mp4 muxer writes as a timecode track, as cameras do. `attaching` adds files as
     /// Matroska attachments (fonts, cover art), each with its MIME type. `delay` (seconds) moves
-    /// every packet later, as MPEG-TS recordings start well after 0.
+    /// every packet later, as MPEG-TS recordings start well after 0. `audioPackets: false` keeps
+    /// the audio streams' headers but none of their packets (a file cut before its first audio).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
-                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0,
+                            sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [],
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
@@ -85,6 +86,10 @@ public enum Remuxer {
             while try source.read(into: packet!) {
                 let index = Int(packet!.pointee.stream_index)
                 let target = firstIndex[n] + index
+                if !audioPackets && source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO {
+                    av_packet_unref(packet)
+                    continue
+                }
                 if let retime, n == 0, source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
                     if packet!.pointee.pts != noPTS { packet!.pointee.pts = retime(packet!.pointee.pts) }
                     if packet!.pointee.dts != noPTS { packet!.pointee.dts = retime(packet!.pointee.dts) }

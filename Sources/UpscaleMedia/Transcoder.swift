@@ -217,6 +217,10 @@ public final class Transcoder {
             let par = s.pointee.codecpar!
             let codecName = String(cString: avcodec_get_name(par.pointee.codec_id))
             switch par.pointee.codec_type {
+            case AVMEDIA_TYPE_AUDIO where par.pointee.sample_rate <= 0 || par.pointee.ch_layout.nb_channels <= 0:
+                // Nothing of it could be read (a file cut off before its first audio frame):
+                // neither copy nor AAC can describe it, and failing the picture for it helps no one.
+                logger.notice("audio stream \(i) (\(codecName)) has no readable audio (no sample rate or channels found); not copied")
             case AVMEDIA_TYPE_AUDIO:
                 if output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))

@@ -528,6 +528,22 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
     }
 
+    /// An audio stream of which nothing can be read (an MPEG-TS cut before its first audio
+    /// packet: the stream is declared, its sample rate unknown) is left out with a note; the
+    /// picture is upscaled. Before, the job failed: "cannot open the AAC encoder: Invalid argument".
+    func testAnAudioStreamWithNothingReadableIsLeftOut() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let ts = dir.appendingPathComponent("mute.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts, audioPackets: false)
+        let audio = try XCTUnwrap(try MediaProbe.info(ts).streams.first { $0.kind == .audio })
+        XCTAssertEqual(audio.sampleRate, 0)
+        let out = dir.appendingPathComponent("mute.mov").path
+        let (_, summary) = try run(ts, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.audioCopied + summary.audioTranscoded, 0)
+        XCTAssertTrue(try MediaProbe.info(out).streams.allSatisfy { $0.kind != .audio })
+        XCTAssertEqual(try Measure.frames(out).count, try Measure.frames(ts).count)
+    }
+
     func testCameraTimecodeIsKept() throws {
         let dir = try workspace(copying: ["street-hlg.mp4"])
         let input = dir.appendingPathComponent("camera.mov").path
