@@ -292,6 +292,11 @@ public enum JobPlanner {
         } else if options.deinterlace && !video.isInterlaced {
             notices.append("'\(input)' is not flagged interlaced (field order: \(video.fieldOrder)); --deinterlace leaves it as it is")
         }
+        if video.rotation != 0 && ext == "mkv" {
+            // FFmpeg 5.1's Matroska muxer writes no display matrix.
+            // The display matrix's angle is counter-clockwise; people (and players' "rotate" tags) say clockwise.
+            notices.append("'\(input)' is shown turned \((360 - video.rotation) % 360)° clockwise, which .mkv cannot record here: the upscale plays as stored (sideways); write .mov or .mp4 to keep the turn")
+        }
         let keepsAlpha = video.hasAlpha && codec.carriesAlpha
         if keepsAlpha && codec == .prores {
             notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); writing ProRes 4444 to keep it")

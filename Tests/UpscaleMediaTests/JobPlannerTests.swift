@@ -113,6 +113,17 @@ final class JobPlannerTests: XCTestCase {
         }
     }
 
+    /// A rotated phone clip into .mkv, which cannot record the turn here, gets a note.
+    func testRotationIntoMatroskaIsNamed() throws {
+        let dir = try workspace(copying: ["street-hlg.mp4"])
+        let input = dir.appendingPathComponent("phone.mov").path
+        try Remuxer.copy(dir.appendingPathComponent("street-hlg.mp4").path, to: input, rotation: 90)
+        let mkv = try JobPlanner.plan(input: input, options: UpscaleOptions(output: dir.appendingPathComponent("x.mkv").path))
+        XCTAssertTrue(mkv.notices.contains { $0.contains("is shown turned 90° clockwise, which .mkv cannot record here") }, "\(mkv.notices)")
+        let mov = try JobPlanner.plan(input: input, options: UpscaleOptions())
+        XCTAssertFalse(mov.notices.contains { $0.contains("turned") }, "\(mov.notices)")
+    }
+
     func testHEVCLimitNamesProRes() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let input = dir.appendingPathComponent("street-2s.mp4").path
