@@ -298,10 +298,12 @@ public enum JobPlanner {
             notices.append("'\(input)' is shown turned \((360 - video.rotation) % 360)° clockwise, which .mkv cannot record here: the upscale plays as stored (sideways); write .mov or .mp4 to keep the turn")
         }
         let keepsAlpha = video.hasAlpha && codec.carriesAlpha
+        // VP8/VP9 alpha decodes (with libvpx) as yuva420p; the stream's own format says yuv420p.
+        let alphaFormat = video.alphaTagged ? "yuva420p" : video.pixelFormat ?? "unknown"
         if keepsAlpha && codec == .prores {
-            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); writing ProRes 4444 to keep it")
+            notices.append("'\(input)' has an alpha channel (\(alphaFormat)); writing ProRes 4444 to keep it")
         } else if video.hasAlpha && !keepsAlpha {
-            notices.append("'\(input)' has an alpha channel (\(video.pixelFormat!)); \(codec.rawValue) has none, so the upscaled video is opaque (transparent areas show the colour stored under them) — use --codec prores (ProRes 4444) or --codec ffv1 to keep it")
+            notices.append("'\(input)' has an alpha channel (\(alphaFormat)); \(codec.rawValue) has none, so the upscaled video is opaque (transparent areas show the colour stored under them) — use --codec prores (ProRes 4444) or --codec ffv1 to keep it")
         }
         let threads = options.threads ?? ProcessInfo.processInfo.activeProcessorCount
         guard threads >= 1 && threads <= 256 else { throw UpscaleError(.usage, "--threads must be between 1 and 256") }

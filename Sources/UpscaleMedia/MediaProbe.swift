@@ -25,6 +25,8 @@ public struct StreamInfo: Sendable {
     public let language: String?
     /// The start timecode the container gives the stream ("01:00:00:00"), if any.
     public let timecode: String?
+    /// VP8/VP9 flagged as carrying alpha (WebM's `alpha_mode`), which only libvpx decodes.
+    public let alphaTagged: Bool
     public let isAttachedPicture: Bool
     /// The display matrix's rotation in degrees as FFmpeg's av_display_rotation_get reports it,
     /// normalized to 0, 90, 180 or 270; players turn the stored picture by it.
@@ -117,6 +119,7 @@ public enum MediaProbe {
                 channels: Int(par.ch_layout.nb_channels),
                 language: tag("language"),
                 timecode: tag("timecode"),
+                alphaTagged: VideoDecoder.alphaTagged(s),
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
                 rotation: displayRotation(of: s),
                 colorRange: cName(av_color_range_name(par.color_range)),
@@ -253,8 +256,8 @@ extension StreamInfo {
     /// Whether the pixel format has an alpha channel (paletted formats aside: whether a
     /// palette holds transparency is only known from its pictures).
     public var hasAlpha: Bool {
-        guard let name = pixelFormat else { return false }
-        return VideoDecoder.hasAlpha(av_get_pix_fmt(name))
+        guard let name = pixelFormat else { return alphaTagged }
+        return alphaTagged || VideoDecoder.hasAlpha(av_get_pix_fmt(name))
     }
 
     /// Bits per sample of the first component of the pixel format (8 when unknown).

@@ -50,7 +50,12 @@ final class VideoDecoder {
         self.stream = stream
         self.path = path
         let par = stream.pointee.codecpar!
-        guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
+        // VP8/VP9 alpha (WebM's alpha_mode) is a second stream inside the packets that only
+        // libvpx decodes; FFmpeg's own decoders give the colour alone.
+        let tagged = VideoDecoder.alphaTagged(stream)
+        let libvpx = keepAlpha && tagged
+            ? avcodec_find_decoder_by_name(par.pointee.codec_id == AV_CODEC_ID_VP9 ? "libvpx-vp9" : "libvpx") : nil
+        guard let codec = libvpx ?? avcodec_find_decoder(par.pointee.codec_id) else {
             throw UpscaleError(.input, "'\(path)': no decoder for \(String(cString: avcodec_get_name(par.pointee.codec_id))) video in this FFmpeg build")
         }
         guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
@@ -79,7 +84,7 @@ final class VideoDecoder {
             throw UpscaleError(.input, "'\(path)': the video stream has no picture size; the file may be damaged")
         }
         let format = ctx.pointee.pix_fmt
-        let alpha = keepAlpha && VideoDecoder.hasAlpha(format)
+        let alpha = keepAlpha && (VideoDecoder.hasAlpha(format) || libvpx != nil)
         highBitDepth = alpha || (format != AV_PIX_FMT_NONE && av_pix_fmt_desc_get(format).pointee.comp.0.depth > 8)
         deepLayout = alpha ? .yuva444 : VideoDecoder.layout(of: format)
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
@@ -148,6 +153,14 @@ final class VideoDecoder {
     /// Codecs whose frame-threaded decoders fail damaged pictures cleanly under AV_EF_EXPLODE
     /// (measured, see init); every other codec decodes with slice threads only.
     static let frameThreadSafe: [AVCodecID] = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_VP9, AV_CODEC_ID_FFV1]
+
+    /// VP8/VP9 in WebM/Matroska flagged as carrying alpha (`alpha_mode` 1).
+    static func alphaTagged(_ stream: UnsafeMutablePointer<AVStream>) -> Bool {
+        let id = stream.pointee.codecpar.pointee.codec_id
+        guard id == AV_CODEC_ID_VP9 || id == AV_CODEC_ID_VP8,
+              let tag = av_dict_get(stream.pointee.metadata, "alpha_mode", nil, 0) else { return false }
+        return String(cString: tag.pointee.value) == "1"
+    }
 
     /// Whether `format` has an alpha channel (paletted formats aside, as `StreamInfo.hasAlpha`).
     static func hasAlpha(_ format: AVPixelFormat) -> Bool {
@@ -320,7 +333,8 @@ public final class VideoFrameReader {
         MediaLibrary.configure()
         input = try InputFile(path: path)
         streamIndex = try input.videoStreamIndex()
-        decoder = try VideoDecoder(stream: input.stream(streamIndex), path: path, threads: threads)
+        // A layout with alpha reads it where only libvpx has it (VP8/VP9 alpha).
+        decoder = try VideoDecoder(stream: input.stream(streamIndex), path: path, threads: threads, keepAlpha: layout == .yuva444)
     }
 
     deinit { av_packet_free(&packet) }

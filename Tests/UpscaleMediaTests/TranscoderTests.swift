@@ -443,16 +443,23 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try Measure.frames(job.output).count, try Measure.frames(input).count)
     }
 
+    /// ProRes 4444, and VP9 with alpha in WebM (which only libvpx decodes with its alpha: FFmpeg's
+    /// own VP9 decoder gave the colour alone, and the output was opaque without a note).
     func testAlphaChannelIsUpscaledIntoProRes4444AndFFV1() throws {
-        let dir = try workspace(copying: ["street-prores4444-alpha.mov"])
-        let input = dir.appendingPathComponent("street-prores4444-alpha.mov").path
+        for name in ["street-prores4444-alpha.mov", "street-vp9-alpha.webm"] { try checkAlphaKept(name) }
+    }
+
+    private func checkAlphaKept(_ name: String) throws {
+        let dir = try workspace(copying: [name])
+        let input = dir.appendingPathComponent(name).path
+        XCTAssertEqual(try MediaProbe.info(input).video?.hasAlpha, true, name)
         let source = try VideoFrameReader(path: input, layout: .yuva444)
         var sources: [Frame] = []
         while let next = try source.next() { sources.append(next.frame) }
         let (w, h) = (source.width, source.height)
         // The fixture's alpha: left half opaque, right half transparent.
-        XCTAssertEqual(sources[0].planes[3][10, h / 2], 255)
-        XCTAssertEqual(sources[0].planes[3][w - 10, h / 2], 0)
+        XCTAssertGreaterThanOrEqual(sources[0].planes[3][10, h / 2], 250, name)
+        XCTAssertLessThanOrEqual(sources[0].planes[3][w - 10, h / 2], 5, name)
         let alphaReference = try SwscaleScaler(input: (w, h), output: (2 * w, 2 * h), layout: .gray)
         for (codec, ext) in [(VideoCodec.prores, "mov"), (.ffv1, "mkv")] {
             let out = dir.appendingPathComponent("out.\(ext)").path
@@ -466,9 +473,10 @@ final class TranscoderTests: XCTestCase {
             var count = 0
             while let next = try reader.next() {
                 let expected = alphaReference.scale(Frame(width: w, height: h, layout: .gray, planes: [sources[count].planes[3]]))
-                XCTAssertGreaterThan(Measure.psnr(next.frame.planes[3], expected.planes[0]), 40, "\(codec) frame \(count) alpha")
-                XCTAssertEqual(next.frame.planes[3][20, h], 255, "\(codec): opaque stays opaque")
-                XCTAssertEqual(next.frame.planes[3][2 * w - 20, h], 0, "\(codec): transparent stays transparent")
+                XCTAssertGreaterThan(Measure.psnr(next.frame.planes[3], expected.planes[0]), 40, "\(name) \(codec) frame \(count) alpha")
+                // Within what the source gives there (VP9's alpha is lossy: 254 for 255).
+                XCTAssertEqual(Int(next.frame.planes[3][20, h]), Int(sources[count].planes[3][10, h / 2]), accuracy: 1, "\(name) \(codec): opaque stays opaque")
+                XCTAssertEqual(Int(next.frame.planes[3][2 * w - 20, h]), Int(sources[count].planes[3][w - 10, h / 2]), accuracy: 1, "\(name) \(codec): transparent stays transparent")
                 count += 1
             }
             XCTAssertEqual(count, sources.count)
