@@ -30,10 +30,33 @@ extension UpscaleCommand {
         defer { if !renamed { unlink(partial) } }
         let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
         // Cancelled (Ctrl-C, SIGTERM): stop between strips, and never put a file in place after it.
-        guard let refined = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
-                                              saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes,
-                                              cancelled: { cancel.isCancelled }), !cancel.isCancelled
-        else { throw UpscaleError.cancelled() }
+        // libvips' AVIF, HEIC and JPEG XL savers then encode for tens of seconds without looking
+        // up: a cancel that has not ended the work half a second later removes this job's files
+        // and leaves at once (this process runs this one job).
+        let working = WorkFlag()
+        Thread.detachNewThread {
+            while working.isOn {
+                if cancel.isCancelled {
+                    usleep(500_000)
+                    guard working.isOn else { return }
+                    unlink(partial + ".raw")
+                    unlink(partial)
+                    _exit(130)
+                }
+                usleep(50_000)
+            }
+        }
+        let made: Bool?
+        do {
+            made = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
+                                     saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes,
+                                     cancelled: { cancel.isCancelled })
+            working.off()
+        } catch {
+            working.off()
+            throw error
+        }
+        guard let refined = made, !cancel.isCancelled else { throw UpscaleError.cancelled() }
         if encode.refine == true && !refined {
             logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
         }
@@ -48,6 +71,14 @@ extension UpscaleCommand {
         reporter.send(JobReport.progress(done: 1, total: 1, elapsed: seconds).line)
         let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
         reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
+    }
+
+    /// Whether the still's work is still going, for the thread that watches for a cancel.
+    private final class WorkFlag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var on = true
+        var isOn: Bool { lock.withLock { on } }
+        func off() { lock.withLock { on = false } }
     }
 
     /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.

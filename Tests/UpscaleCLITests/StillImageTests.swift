@@ -294,6 +294,35 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(listing(), ["kept.jpg"])
     }
 
+    /// Ctrl-C while libvips encodes AVIF (which runs for seconds without looking up) ends the
+    /// job within moments: it waited for the encoder to finish (30 s at 6000 wide).
+    func testInterruptDuringASlowSaveEndsAtOnce() throws {
+        let fruits = CLITests.fixtures.appendingPathComponent("fruits.jpg").path
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = [fruits, "--width", "4000", "--format", "avif", "--no-refine", "--output", path("slow.avif")]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The strips are all written (4000x3750 RGB) once the raw file has its full size: the save runs.
+        let full = 4000 * 3750 * 3
+        let deadline = Date().addingTimeInterval(120)
+        func rawSize() -> Int {
+            guard let raw = listing().first(where: { $0.hasSuffix(".raw") }) else { return 0 }
+            return ((try? FileManager.default.attributesOfItem(atPath: path(raw))[.size]) as? Int) ?? 0
+        }
+        while Date() < deadline && process.isRunning && rawSize() < full { Thread.sleep(forTimeInterval: 0.02) }
+        XCTAssertEqual(rawSize(), full, "the save never started")
+        let asked = Date()
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        let took = Date().timeIntervalSince(asked)
+        print("interrupt during an AVIF save: ended \(String(format: "%.2f", took)) s after the signal")
+        XCTAssertEqual(process.terminationStatus, 130)
+        XCTAssertLessThan(took, 5, "waited for the encoder")
+        XCTAssertEqual(listing(), [])
+    }
+
     func testCMYKBecomesSRGBAndAnAnimatedGIFGivesItsFirstFrame() throws {
         let cmyk = try make("print.jpg") { image in
             var out: UnsafeMutablePointer<VipsImage>?
