@@ -129,7 +129,7 @@ public final class StillImage {
         precondition((0..<colourScaler.bandCount).allSatisfy { colourScaler.rows(band: $0) == alphaScaler.rows(band: $0) },
                      "colour and alpha bands differ")
         let bands = colourBands + (hasAlpha ? 1 : 0)
-        let raw = path + ".raw"
+        let raw = StillImage.stripFile(for: path)
         defer { unlink(raw) }
         guard let file = fopen(raw, "wb") else {
             // The strip file is ours; the folder is what the user can change.
@@ -233,6 +233,9 @@ public final class StillImage {
             throw failure
         }
     }
+
+    /// The raw strip file `upscale` writes beside the file it saves to `path`.
+    public static func stripFile(for path: String) -> String { path + ".raw" }
 
     /// Whether images saved with this extension keep an alpha channel (all but JPEG here).
     public static func keepsAlpha(extension ext: String) -> Bool { !["jpg", "jpeg"].contains(ext.lowercased()) }

@@ -104,7 +104,6 @@ public enum MediaProbe {
             }
             let sar = av_guess_sample_aspect_ratio(input.context, s, nil)
             let rate = av_guess_frame_rate(input.context, s, nil)
-            let tag = { (key: String) in av_dict_get(s.pointee.metadata, key, nil, 0).map { String(cString: $0.pointee.value) } }
             streams.append(StreamInfo(
                 index: i, kind: kind,
                 codec: String(cString: avcodec_get_name(par.codec_id)),
@@ -117,8 +116,8 @@ public enum MediaProbe {
                 frameCount: Int(s.pointee.nb_frames),
                 sampleRate: Int(par.sample_rate),
                 channels: Int(par.ch_layout.nb_channels),
-                language: tag("language"),
-                timecode: tag("timecode"),
+                language: metadata(s, "language"),
+                timecode: metadata(s, "timecode"),
                 alphaTagged: VideoDecoder.alphaTagged(s),
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
                 rotation: displayRotation(of: s),
@@ -179,8 +178,7 @@ public enum MediaProbe {
             let s = input.stream(i)
             let par = s.pointee.codecpar.pointee
             guard par.codec_type == AVMEDIA_TYPE_ATTACHMENT, let bytes = par.extradata else { return nil }
-            let tag = { (key: String) in av_dict_get(s.pointee.metadata, key, nil, 0).map { String(cString: $0.pointee.value) } ?? "" }
-            return (tag("filename"), tag("mimetype"), Data(bytes: bytes, count: Int(par.extradata_size)))
+            return (metadata(s, "filename") ?? "", metadata(s, "mimetype") ?? "", Data(bytes: bytes, count: Int(par.extradata_size)))
         }
     }
 
@@ -225,6 +223,11 @@ func displayRotation(of stream: UnsafeMutablePointer<AVStream>) -> Int {
 func localURL(_ path: String) -> String {
     let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     return "file:" + absolute
+}
+
+/// The value of a stream's metadata entry `key` (a tag such as "language"), if it has one.
+func metadata(_ stream: UnsafeMutablePointer<AVStream>, _ key: String) -> String? {
+    av_dict_get(stream.pointee.metadata, key, nil, 0).map { String(cString: $0.pointee.value) }
 }
 
 func cName(_ text: UnsafePointer<CChar>?) -> String {

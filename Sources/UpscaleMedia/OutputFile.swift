@@ -110,27 +110,9 @@ final class OutputFile {
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
-    /// Copies chapters (times and titles). The muxer frees them with the context.
+    /// Copies chapters (times and titles), moved back with the packets by the input's start.
     func copyChapters(from input: UnsafeMutablePointer<AVFormatContext>) {
-        let count = Int(input.pointee.nb_chapters)
-        guard count > 0, context.pointee.nb_chapters == 0,
-              let list = av_calloc(count, MemoryLayout<UnsafeMutablePointer<AVChapter>?>.stride) else { return }
-        let chapters = list.bindMemory(to: UnsafeMutablePointer<AVChapter>?.self, capacity: count)
-        var made = 0
-        for i in 0..<count {
-            guard let source = input.pointee.chapters[i],
-                  let chapter = av_mallocz(MemoryLayout<AVChapter>.size)?.bindMemory(to: AVChapter.self, capacity: 1) else { continue }
-            chapter.pointee.id = source.pointee.id
-            chapter.pointee.time_base = source.pointee.time_base
-            let shift = av_rescale_q(startOffset, AVRational(num: 1, den: AV_TIME_BASE), source.pointee.time_base)
-            chapter.pointee.start = max(0, source.pointee.start - shift)
-            chapter.pointee.end = max(0, source.pointee.end - shift)
-            av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
-            chapters[made] = chapter
-            made += 1
-        }
-        context.pointee.chapters = chapters
-        context.pointee.nb_chapters = UInt32(made)
+        UpscaleMedia.copyChapters(from: input, into: context, movedBy: -startOffset)
     }
 
     /// Copies the input video's display matrix, so players rotate the output as they did the input.
@@ -212,6 +194,30 @@ final class OutputFile {
         }
         throw UpscaleError(.output, "\(what): \(ffmpegErrorText(code))")
     }
+}
+
+/// Copies `input`'s chapters (times and titles) into `output`, which has none yet, each moved
+/// by `shift` microseconds (never before 0). The muxer frees them with the context.
+func copyChapters(from input: UnsafeMutablePointer<AVFormatContext>, into output: UnsafeMutablePointer<AVFormatContext>, movedBy shift: Int64) {
+    let count = Int(input.pointee.nb_chapters)
+    guard count > 0, output.pointee.nb_chapters == 0,
+          let list = av_calloc(count, MemoryLayout<UnsafeMutablePointer<AVChapter>?>.stride) else { return }
+    let chapters = list.bindMemory(to: UnsafeMutablePointer<AVChapter>?.self, capacity: count)
+    var made = 0
+    for i in 0..<count {
+        guard let source = input.pointee.chapters[i],
+              let chapter = av_mallocz(MemoryLayout<AVChapter>.size)?.bindMemory(to: AVChapter.self, capacity: 1) else { continue }
+        chapter.pointee.id = source.pointee.id
+        chapter.pointee.time_base = source.pointee.time_base
+        let moved = av_rescale_q(shift, AVRational(num: 1, den: AV_TIME_BASE), source.pointee.time_base)
+        chapter.pointee.start = max(0, source.pointee.start + moved)
+        chapter.pointee.end = max(0, source.pointee.end + moved)
+        av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
+        chapters[made] = chapter
+        made += 1
+    }
+    output.pointee.chapters = chapters
+    output.pointee.nb_chapters = UInt32(made)
 }
 
 /// Temporary outputs are named `.<output name>.<host>.<pid>.partial`. A process that died

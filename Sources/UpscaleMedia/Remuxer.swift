@@ -60,23 +60,7 @@ public enum Remuxer {
             av_dict_set(&o.pointee.metadata, "mimetype", attachment.mimeType, 0)
         }
         // The first file's chapters, moved by `delay` with everything else.
-        let first = sources[0].context
-        if first.pointee.nb_chapters > 0, let list = av_calloc(Int(first.pointee.nb_chapters), MemoryLayout<UnsafeMutablePointer<AVChapter>?>.stride) {
-            let chapters = list.bindMemory(to: UnsafeMutablePointer<AVChapter>?.self, capacity: Int(first.pointee.nb_chapters))
-            for i in 0..<Int(first.pointee.nb_chapters) {
-                let source = first.pointee.chapters[i]!
-                let chapter = av_mallocz(MemoryLayout<AVChapter>.size)!.bindMemory(to: AVChapter.self, capacity: 1)
-                let shift = Int64((delay / source.pointee.time_base.double).rounded())
-                chapter.pointee.id = source.pointee.id
-                chapter.pointee.time_base = source.pointee.time_base
-                chapter.pointee.start = source.pointee.start + shift
-                chapter.pointee.end = source.pointee.end + shift
-                av_dict_copy(&chapter.pointee.metadata, source.pointee.metadata, 0)
-                chapters[i] = chapter
-            }
-            out.pointee.chapters = chapters
-            out.pointee.nb_chapters = first.pointee.nb_chapters
-        }
+        copyChapters(from: sources[0].context, into: out, movedBy: Int64((delay * Double(AV_TIME_BASE)).rounded()))
         try check(avio_open(&out.pointee.pb, localURL(output), AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
         defer { avio_closep(&out.pointee.pb) }
         try check(avformat_write_header(out, nil), "cannot start '\(output)'")

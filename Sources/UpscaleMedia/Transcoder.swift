@@ -183,18 +183,6 @@ public final class Transcoder {
         }
     }
 
-    /// The frames the file's headers promise: the stream's frame count, else its duration (the
-    /// container's) times the frame rate; nil when they say neither.
-    static func promisedFrames(input: InputFile, videoStream: UnsafeMutablePointer<AVStream>) -> Int? {
-        var total = Int(videoStream.pointee.nb_frames)
-        if total <= 0 {
-            let duration = input.context.pointee.duration
-            let rate = av_guess_frame_rate(input.context, videoStream, nil).double
-            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
-        }
-        return total > 0 ? total : nil
-    }
-
     /// The source's metadata, rotation, chapters, frame rate and pixel aspect on the output's video.
     func describeVideo(output: OutputFile, videoOut: Int, input: InputFile, videoStream: UnsafeMutablePointer<AVStream>,
                        sampleAspect: AVRational) {
@@ -249,7 +237,7 @@ public final class Transcoder {
                 // Matroska's attachments: the fonts an ASS track is drawn with, notes (FFmpeg reads
                 // an image attachment as cover art instead). They have no packets; the file is the
                 // stream's extradata, named by its tags.
-                let name = av_dict_get(s.pointee.metadata, "filename", nil, 0).map { String(cString: $0.pointee.value) } ?? "stream \(i)"
+                let name = metadata(s, "filename") ?? "stream \(i)"
                 if output.muxerName == "matroska" && par.pointee.extradata_size > 0 {
                     _ = try output.addCopiedStream(from: s)
                 } else {
@@ -266,8 +254,8 @@ public final class Transcoder {
                 // A QuickTime timecode track: its start is also on the video stream (as FFmpeg
                 // reads .mov/.mp4), and that tag is copied, which the .mov/.mp4 muxer writes back
                 // as a timecode track and Matroska keeps as a tag.
-                if tag == "tmcd", let timecode = av_dict_get(input.stream(videoIndex).pointee.metadata, "timecode", nil, 0) {
-                    logger.notice("timecode \(String(cString: timecode.pointee.value)) (stream \(i)) is kept as the video's start timecode")
+                if tag == "tmcd", let timecode = metadata(input.stream(videoIndex), "timecode") {
+                    logger.notice("timecode \(timecode) (stream \(i)) is kept as the video's start timecode")
                 } else {
                     logger.notice("\(kind) stream \(i) (\(name)) is not copied")
                 }
@@ -326,7 +314,14 @@ public final class Transcoder {
             decoded.cancel()
             scaled.cancel()
         }
-        let framesTotal = range?.frames ?? Transcoder.promisedFrames(input: input, videoStream: videoStream)
+        var total = Int(videoStream.pointee.nb_frames)
+        if total <= 0 {
+            let duration = input.context.pointee.duration
+            let rate = av_guess_frame_rate(input.context, videoStream, nil).double
+            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
+        }
+        if let range { total = range.frames }
+        let framesTotal = total > 0 ? total : nil
 
         let readStage = {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()

@@ -158,8 +158,8 @@ final class VideoDecoder {
     static func alphaTagged(_ stream: UnsafeMutablePointer<AVStream>) -> Bool {
         let id = stream.pointee.codecpar.pointee.codec_id
         guard id == AV_CODEC_ID_VP9 || id == AV_CODEC_ID_VP8,
-              let tag = av_dict_get(stream.pointee.metadata, "alpha_mode", nil, 0) else { return false }
-        return String(cString: tag.pointee.value) == "1"
+              let mode = metadata(stream, "alpha_mode") else { return false }
+        return mode == "1"
     }
 
     /// Whether `format` has an alpha channel (paletted formats aside, as `StreamInfo.hasAlpha`).

@@ -39,7 +39,7 @@ extension UpscaleCommand {
                 if cancel.isCancelled {
                     usleep(500_000)
                     guard working.isOn else { return }
-                    unlink(partial + ".raw")
+                    unlink(StillImage.stripFile(for: partial))
                     unlink(partial)
                     _exit(130)
                 }
@@ -48,13 +48,10 @@ extension UpscaleCommand {
         }
         let made: Bool?
         do {
+            defer { working.off() }
             made = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
                                      saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes,
                                      cancelled: { cancel.isCancelled })
-            working.off()
-        } catch {
-            working.off()
-            throw error
         }
         guard let refined = made, !cancel.isCancelled else { throw UpscaleError.cancelled() }
         if encode.refine == true && !refined {
