@@ -64,10 +64,21 @@ struct UpscaleCommand: ParsableCommand {
     /// Set on a child of a batch: the batch's other inputs an output could land on.
     @Option(help: .hidden) var childOtherInput: [String] = []
 
-    /// The long options that take no value (`Main.dashedFile` tells them from those that do).
-    static let flagNames: Set<String> = ["--resume", "--no-resume", "--overwrite", "--quiet", "--verbose", "--refine", "--no-refine",
-                                         "--deinterlace", "--strip", "--help", "--child-batch", "--child-plan-only", "--unique-name",
-                                         "--wait-for-space"]
+    /// The options that take no value ("--overwrite", "-q"), as argument-parser itself declares
+    /// them (its help dump), so that `Main.dashedFile` tells them from those that take one.
+    static func flagNames() -> Set<String> {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(_dumpHelp().utf8)) as? [String: Any],
+              let command = object["command"] as? [String: Any],
+              let arguments = command["arguments"] as? [[String: Any]] else { return [] }
+        var names: Set<String> = []
+        for argument in arguments where argument["kind"] as? String == "flag" {
+            for name in argument["names"] as? [[String: Any]] ?? [] {
+                guard let kind = name["kind"] as? String, let text = name["name"] as? String else { continue }
+                names.insert((kind == "short" ? "-" : "--") + text)
+            }
+        }
+        return names
+    }
 
     func validate() throws {
         if !(1...64).contains(jobs) { throw ValidationError("--jobs must be between 1 and 64") }
@@ -318,17 +329,22 @@ enum Main {
     /// argument-parser reads it as short options ("-dash.mp4" printed the help, for its "h",
     /// and exited 0; "-x.mp4" said an input was missing). Not a value after an option.
     static func dashedFile(in arguments: [String]) -> String? {
-        let flags: Set<String> = ["-q", "-h"] // the short options that take no value
+        let arguments = arguments.prefix { $0 != "--" }
+        let isShort = { (argument: String) in argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 1 }
+        // Only a run naming such a file asks argument-parser which options take no value.
+        guard arguments.contains(where: { isShort($0) && FileManager.default.fileExists(atPath: $0) }) else { return nil }
+        let flags = UpscaleCommand.flagNames()
         var previousTakesValue = false
         for argument in arguments {
-            if argument == "--" { return nil }
-            let short = argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 1
-            if short && !previousTakesValue && !flags.contains(argument) && FileManager.default.fileExists(atPath: argument) {
+            if previousTakesValue {
+                previousTakesValue = false
+                continue
+            }
+            if isShort(argument) && !flags.contains(argument) && FileManager.default.fileExists(atPath: argument) {
                 return argument
             }
             // "-o X" and "--width X" take a value; flags ("--overwrite", "-q") and "--x=y" do not.
-            previousTakesValue = argument == "-o"
-                || (argument.hasPrefix("--") && !argument.contains("=") && !UpscaleCommand.flagNames.contains(argument))
+            previousTakesValue = argument.hasPrefix("-") && !argument.contains("=") && !flags.contains(argument)
         }
         return nil
     }

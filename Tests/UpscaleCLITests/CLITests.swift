@@ -307,6 +307,22 @@ final class CLITests: XCTestCase {
         let separated = try upscale(["--preset", "ultrafast", "-q", "--overwrite", "--", "-dash.mp4"], in: dir)
         XCTAssertEqual(separated.status, 0, separated.stderr)
         XCTAssertEqual(listing(dir), ["-dash Upscaled.mp4", "-dash.mp4"])
+        // After every option that takes no value, as argument-parser lists them: a flag it
+        // declares is never mistaken for one that takes the file as its value.
+        let dump = try upscale(["--experimental-dump-help"], in: dir)
+        let command = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])["command"] as? [String: Any]
+        var flags: [String] = []
+        for argument in try XCTUnwrap(command?["arguments"] as? [[String: Any]]) where argument["kind"] as? String == "flag" {
+            for name in argument["names"] as? [[String: Any]] ?? [] {
+                flags.append((name["kind"] as? String == "short" ? "-" : "--") + (name["name"] as? String ?? ""))
+            }
+        }
+        XCTAssertTrue(flags.contains("--overwrite") && flags.contains("-q") && flags.contains("--no-refine"), "\(flags)")
+        for flag in flags {
+            let after = try upscale([flag, "-dash.mp4", "--preset", "ultrafast"], in: dir)
+            XCTAssertEqual(after.status, 2, flag + ": " + after.stderr)
+            XCTAssertTrue(after.stderr.hasPrefix("error: '-dash.mp4' is read as options;"), flag + ": " + after.stderr)
+        }
     }
 
     /// The summary names the size as shown (what --width speaks of), and the stored size beside
