@@ -182,6 +182,19 @@ public enum MediaProbe {
         }
     }
 
+    /// The file's cover art (pictures FFmpeg reads as attached: an .mp4's "covr", an .mkv's
+    /// image attachment), the bytes of each.
+    public static func coverArt(_ path: String) throws -> [Data] {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        return (0..<input.streamCount).compactMap { i in
+            let s = input.stream(i)
+            let picture = s.pointee.attached_pic
+            guard s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0, let data = picture.data else { return nil }
+            return Data(bytes: data, count: Int(picture.size))
+        }
+    }
+
     /// Every packet of stream `index`, in file order.
     public static func packets(_ path: String, stream index: Int) throws -> [PacketRecord] {
         MediaLibrary.configure()

@@ -110,6 +110,12 @@ final class OutputFile {
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
+    /// A Matroska attachment holding `data` (a file, as the fonts or cover art of an .mkv),
+    /// named `filename`, of MIME type `mimetype`.
+    func addAttachment(_ data: UnsafeRawBufferPointer, filename: String, mimetype: String) throws {
+        try UpscaleMedia.addAttachment(data, filename: filename, mimetype: mimetype, to: context)
+    }
+
     /// Copies chapters (times and titles), moved back with the packets by the input's start.
     func copyChapters(from input: UnsafeMutablePointer<AVFormatContext>) {
         UpscaleMedia.copyChapters(from: input, into: context, movedBy: -startOffset)
@@ -300,4 +306,19 @@ public enum FolderWrites {
             close(fd)
         }
     }
+}
+
+/// Adds to `context` an attachment stream (Matroska's: a file kept whole, as fonts or cover
+/// art) holding `data`, named `filename`, of MIME type `mimetype`.
+func addAttachment(_ data: UnsafeRawBufferPointer, filename: String, mimetype: String,
+                   to context: UnsafeMutablePointer<AVFormatContext>) throws {
+    guard let stream = avformat_new_stream(context, nil),
+          let bytes = av_mallocz(data.count + Int(AV_INPUT_BUFFER_PADDING_SIZE))?.assumingMemoryBound(to: UInt8.self)
+    else { throw UpscaleError(.processing, "out of memory") }
+    if let base = data.baseAddress { bytes.update(from: base.assumingMemoryBound(to: UInt8.self), count: data.count) }
+    stream.pointee.codecpar.pointee.codec_type = AVMEDIA_TYPE_ATTACHMENT
+    stream.pointee.codecpar.pointee.extradata = bytes
+    stream.pointee.codecpar.pointee.extradata_size = Int32(data.count)
+    av_dict_set(&stream.pointee.metadata, "filename", filename, 0)
+    av_dict_set(&stream.pointee.metadata, "mimetype", mimetype, 0)
 }

@@ -13,18 +13,19 @@ public enum Remuxer {
     /// Matroska attachments (fonts, cover art), each with its MIME type. `delay` (seconds) moves
     /// every packet later, as MPEG-TS recordings start well after 0. `audioPackets: false` keeps
     /// the audio streams' headers but none of their packets (a file cut before its first audio).
+    /// `cover` adds an image as cover art (a picture stream marked as attached, as .mp4 holds it).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
-                            attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [],
+                            attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
-        let sources = try ([input] + extras).map { try InputFile(path: $0) }
+        let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, nil, output), "cannot choose a container for '\(output)'")
         defer { avformat_free_context(ctx) }
         let out = ctx!
         var firstIndex: [Int] = []
-        for source in sources {
+        for (n, source) in sources.enumerated() {
             firstIndex.append(Int(out.pointee.nb_streams))
             for i in 0..<source.streamCount {
                 let s = source.stream(i)
@@ -35,6 +36,7 @@ public enum Remuxer {
                 // The .mov/.mp4 muxer needs the frame rate to write a timecode track.
                 o.pointee.avg_frame_rate = s.pointee.avg_frame_rate
                 av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
+                if cover != nil && n == sources.count - 1 { o.pointee.disposition = AV_DISPOSITION_ATTACHED_PIC }
                 let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
                 if let sar = sampleAspect, isVideo {
                     let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))
@@ -49,15 +51,9 @@ public enum Remuxer {
         }
         for attachment in attachments {
             let bytes = try Data(contentsOf: URL(fileURLWithPath: attachment.path))
-            guard let o = avformat_new_stream(out, nil), let extradata = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
-                throw UpscaleError(.processing, "out of memory")
+            try bytes.withUnsafeBytes {
+                try addAttachment($0, filename: URL(fileURLWithPath: attachment.path).lastPathComponent, mimetype: attachment.mimeType, to: out)
             }
-            bytes.copyBytes(to: extradata.assumingMemoryBound(to: UInt8.self), count: bytes.count)
-            o.pointee.codecpar.pointee.codec_type = AVMEDIA_TYPE_ATTACHMENT
-            o.pointee.codecpar.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
-            o.pointee.codecpar.pointee.extradata_size = Int32(bytes.count)
-            av_dict_set(&o.pointee.metadata, "filename", URL(fileURLWithPath: attachment.path).lastPathComponent, 0)
-            av_dict_set(&o.pointee.metadata, "mimetype", attachment.mimeType, 0)
         }
         // The first file's chapters, moved by `delay` with everything else.
         copyChapters(from: sources[0].context, into: out, movedBy: Int64((delay * Double(AV_TIME_BASE)).rounded()))

@@ -244,7 +244,26 @@ public final class Transcoder {
                     logger.notice("attachment '\(name)' (stream \(i)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
                 }
             case AVMEDIA_TYPE_VIDEO where s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0:
-                logger.notice("cover art (stream \(i)) is not copied")
+                // Cover art (a thumbnail embedded by a downloader or an editor): one picture, read
+                // as the first packet. .mp4 holds it as such ("covr"); Matroska as an attachment,
+                // which is where an .mkv had it (FFmpeg 5.1's Matroska muxer would make a copied
+                // picture a one-frame video track instead); .mov drops it.
+                let picture = s.pointee.attached_pic
+                let kind: (mime: String, ext: String)? = switch par.pointee.codec_id {
+                case AV_CODEC_ID_MJPEG: ("image/jpeg", "jpg")
+                case AV_CODEC_ID_PNG: ("image/png", "png")
+                default: nil
+                }
+                if output.muxerName == "matroska", picture.size > 0, let kind {
+                    try output.addAttachment(UnsafeRawBufferPointer(start: picture.data, count: Int(picture.size)),
+                                             filename: metadata(s, "filename") ?? "cover.\(kind.ext)",
+                                             mimetype: metadata(s, "mimetype") ?? kind.mime)
+                } else if output.muxerName == "mp4", kind != nil, output.canHold(par) {
+                    routes[i] = .copy(output: try output.addCopiedStream(from: s))
+                } else {
+                    let ext = URL(fileURLWithPath: job.output).pathExtension
+                    logger.notice("cover art (stream \(i), \(codecName)) cannot go in .\(ext); not copied (use .mp4 or .mkv to keep it)")
+                }
             case AVMEDIA_TYPE_VIDEO:
                 logger.notice("extra video stream \(i) (\(codecName)) is not copied; only the first video is upscaled")
             default:

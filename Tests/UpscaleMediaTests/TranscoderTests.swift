@@ -508,6 +508,33 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// Cover art (the thumbnail a downloader or editor embeds) is kept byte for byte: as the
+    /// .mp4's cover, and as an .mkv image attachment whichever it came from (FFmpeg 5.1's
+    /// Matroska muxer makes a copied picture a one-frame video track, so it is written as the
+    /// attachment it is in .mkv files). .mov cannot hold it. It was dropped with a note.
+    func testCoverArtIsKept() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "butterfly.jpg"])
+        let picture = dir.appendingPathComponent("butterfly.jpg").path
+        let jpeg = try Data(contentsOf: URL(fileURLWithPath: picture))
+        let mp4 = dir.appendingPathComponent("thumbnailed.mp4").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: mp4, cover: picture)
+        let mkv = dir.appendingPathComponent("thumbnailed.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: mkv, attaching: [(picture, "image/jpeg")])
+        for input in [mp4, mkv] {
+            XCTAssertEqual(try MediaProbe.coverArt(input), [jpeg], input)
+            for ext in input == mp4 ? ["mp4", "mkv", "mov"] : ["mkv", "mp4"] {
+                let out = dir.appendingPathComponent("out.\(ext)").path
+                _ = try run(input, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast"), overwrite: true))
+                XCTAssertEqual(try MediaProbe.coverArt(out), ext == "mov" ? [] : [jpeg], "\(input) → .\(ext)")
+                let info = try MediaProbe.info(out)
+                // One real video track (the upscaled one), whatever holds the picture.
+                XCTAssertEqual(info.streams.filter { $0.kind == .video && !$0.isAttachedPicture }.count, 1, "\(input) → .\(ext)")
+                XCTAssertEqual(info.video?.width, 384)
+                XCTAssertEqual(info.streams.filter { $0.kind == .audio }.count, 1)
+            }
+        }
+    }
+
     /// A file whose timestamps start late (an MPEG-TS recording an hour in; Matroska with
     /// chapters 10 s in) gives an output that starts at 0 and lasts as long as the input, its
     /// streams and chapters moved together. Before, the start became an empty stretch before
