@@ -13,6 +13,10 @@ final class AudioTranscoder {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let inputTimeBase: AVRational
     private var nextPTS: Int64?
+    /// The first sample's time and how many samples went into the FIFO since, in the encoder's
+    /// time base (1/sample rate): where the next decoded sample belongs.
+    private var firstPTS: Int64 = 0
+    private var samplesIn: Int64 = 0
 
     init(stream: UnsafeMutablePointer<AVStream>, path: String, globalHeader: Bool) throws {
         let par = stream.pointee.codecpar!
@@ -84,9 +88,19 @@ final class AudioTranscoder {
             let received = avcodec_receive_frame(decoder, decoded)
             if received == averrorEAGAIN || received == averrorEOF { break }
             try check(received, "undecodable \(inputCodecName) audio")
+            let pts = decoded.pointee.best_effort_timestamp
             if nextPTS == nil {
-                let pts = decoded.pointee.best_effort_timestamp
-                nextPTS = pts == noPTS ? 0 : av_rescale_q(pts, inputTimeBase, encoder.pointee.time_base)
+                firstPTS = pts == noPTS ? 0 : av_rescale_q(pts, inputTimeBase, encoder.pointee.time_base)
+                nextPTS = firstPTS
+            } else if pts != noPTS {
+                // A gap in the input's timestamps (a recorder that paused, a stretch lost to
+                // damage): the AAC frames are numbered by their samples, so the sound after it
+                // would play early by the gap. Silence fills it, as long as it is, once it is
+                // longer than timestamp jitter (20 ms).
+                let rate = Int64(encoder.pointee.sample_rate)
+                let expected = firstPTS + samplesIn + swr_get_delay(resampler, rate)
+                let gap = av_rescale_q(pts, inputTimeBase, encoder.pointee.time_base) - expected
+                if gap > rate / 50 { try fillSilence(gap, emit: emit) }
             }
             try resample(decoded)
             av_frame_unref(decoded)
@@ -103,27 +117,52 @@ final class AudioTranscoder {
         let inCount = frame.map { $0.pointee.nb_samples } ?? 0
         let capacity = swr_get_out_samples(resampler, inCount)
         guard capacity > 0 else { return }
+        try withSamples(capacity) { buffers in
+            let produced: Int32
+            if let frame {
+                produced = frame.pointee.extended_data.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: 8) {
+                    swr_convert(resampler, buffers, capacity, $0, inCount)
+                }
+            } else {
+                produced = swr_convert(resampler, buffers, capacity, nil, 0)
+            }
+            try check(produced, "audio resampling failed")
+            try buffer(buffers, count: produced)
+        }
+    }
+
+    private func fillSilence(_ samples: Int64, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+        var left = samples
+        while left > 0 {
+            let count = Int32(min(left, 8192))
+            try withSamples(count) { buffers in
+                av_samples_set_silence(buffers, 0, count, encoder.pointee.ch_layout.nb_channels, encoder.pointee.sample_fmt)
+                try buffer(buffers, count: count)
+            }
+            left -= Int64(count)
+            try drain(final: false, emit: emit)
+        }
+    }
+
+    /// Planes for `count` samples in the encoder's format, for the length of `body`.
+    private func withSamples(_ count: Int32, _ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>) throws -> Void) throws {
         var buffers: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?
-        try check(av_samples_alloc_array_and_samples(&buffers, nil, encoder.pointee.ch_layout.nb_channels, capacity, encoder.pointee.sample_fmt, 0), "out of memory")
+        try check(av_samples_alloc_array_and_samples(&buffers, nil, encoder.pointee.ch_layout.nb_channels, count, encoder.pointee.sample_fmt, 0), "out of memory")
         defer {
             av_freep(buffers)
             av_freep(&buffers)
         }
-        let produced: Int32
-        if let frame {
-            produced = frame.pointee.extended_data.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: 8) {
-                swr_convert(resampler, buffers, capacity, $0, inCount)
-            }
-        } else {
-            produced = swr_convert(resampler, buffers, capacity, nil, 0)
+        try body(buffers!)
+    }
+
+    /// Appends `count` samples to the FIFO the AAC frames are cut from.
+    private func buffer(_ buffers: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, count: Int32) throws {
+        guard count > 0 else { return }
+        let written = buffers.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 8) {
+            av_audio_fifo_write(fifo, $0, count)
         }
-        try check(produced, "audio resampling failed")
-        if produced > 0 {
-            let written = buffers!.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 8) {
-                av_audio_fifo_write(fifo, $0, produced)
-            }
-            try check(written, "audio buffering failed")
-        }
+        try check(written, "audio buffering failed")
+        samplesIn += Int64(count)
     }
 
     private func drain(final: Bool, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {

@@ -13,9 +13,12 @@ public enum Remuxer {
     /// Matroska attachments (fonts, cover art), each with its MIME type. `delay` (seconds) moves
     /// every packet later, as MPEG-TS recordings start well after 0. `audioPackets: false` keeps
     /// the audio streams' headers but none of their packets (a file cut before its first audio).
+    /// `dropAudio` leaves out the audio packets that start in that stretch (seconds): a gap in the
+    /// audio's timestamps, as a recorder that pauses its sound writes.
     /// `cover` adds an image as cover art (a picture stream marked as attached, as .mp4 holds it).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
+                            dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
                             retime: ((Int64) -> Int64)? = nil) throws {
         MediaLibrary.configure()
@@ -66,7 +69,9 @@ public enum Remuxer {
             while try source.read(into: packet!) {
                 let index = Int(packet!.pointee.stream_index)
                 let target = firstIndex[n] + index
-                if !audioPackets && source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO {
+                let isAudio = source.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO
+                let at = Double(packet!.pointee.pts) * source.stream(index).pointee.time_base.double
+                if isAudio && (!audioPackets || (dropAudio?.contains(at) ?? false) && packet!.pointee.pts != noPTS) {
                     av_packet_unref(packet)
                     continue
                 }

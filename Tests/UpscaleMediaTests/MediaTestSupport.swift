@@ -57,6 +57,14 @@ enum Measure {
             .map { Double($0) * Double(timeBase.num) / Double(timeBase.den) }
     }
 
+    /// Where the audio stream's last packet ends, in seconds.
+    static func audioEnd(_ path: String) throws -> Double {
+        let info = try MediaProbe.info(path)
+        let audio = try XCTUnwrap(info.streams.first { $0.kind == .audio })
+        let end = try MediaProbe.packets(path, stream: audio.index).compactMap { p in p.pts.map { $0 + p.duration } }.max() ?? 0
+        return Double(end) * Double(audio.timeBase.num) / Double(audio.timeBase.den)
+    }
+
     static func frames(_ path: String) throws -> [(frame: Frame, pts: Int64)] {
         let reader = try VideoFrameReader(path: path)
         var out: [(Frame, Int64)] = []

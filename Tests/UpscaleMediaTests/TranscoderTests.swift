@@ -508,6 +508,22 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// Audio re-encoded to AAC keeps its timing across a gap in its timestamps (a recorder that
+    /// paused its sound, a stretch lost to damage): silence fills the gap. The AAC frames were
+    /// numbered by their samples, so the sound after a 0.5 s gap played 0.5 s early and the
+    /// track ended 0.5 s short. (Copied audio keeps its timestamps as they are.)
+    func testReencodedAudioKeepsItsTimingAcrossAGap() throws {
+        let dir = try workspace(copying: ["street-vp9-opus.webm"])
+        let gapped = dir.appendingPathComponent("gapped.webm").path
+        try Remuxer.copy(dir.appendingPathComponent("street-vp9-opus.webm").path, to: gapped, dropAudio: 0.4...0.9)
+        let sourceEnd = try Measure.audioEnd(gapped)
+        XCTAssertGreaterThan(sourceEnd, 1.3)
+        let out = dir.appendingPathComponent("out.mov").path
+        let (_, summary) = try run(gapped, UpscaleOptions(width: 256, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.audioTranscoded, 1)
+        XCTAssertEqual(try Measure.audioEnd(out), sourceEnd, accuracy: 0.03)
+    }
+
     /// Cover art (the thumbnail a downloader or editor embeds) is kept byte for byte: as the
     /// .mp4's cover, and as an .mkv image attachment whichever it came from (FFmpeg 5.1's
     /// Matroska muxer makes a copied picture a one-frame video track, so it is written as the
