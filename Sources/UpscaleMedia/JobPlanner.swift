@@ -149,8 +149,10 @@ public enum OutputSize {
         let ew = even(w), eh = even(h)
         let rounded = (width.map { $0 != ew } ?? false) || (height.map { $0 != eh } ?? false)
         for (name, value, asked) in [("width", ew, width), ("height", eh, height)] where value < minimum || value > maximum {
-            // The number the user gave when that side was given (not its even rounding: 16385 read 16386).
-            throw UpscaleError(.usage, "output \(name) \(asked ?? value) is outside \(minimum)...\(maximum); choose another size")
+            // The number the user gave when that side was given (not its even rounding: 16385 read
+            // 16386): a usage error, whatever the file. A side that follows from the picture's
+            // own size or shape is that file's failure (`.input`), so a batch goes on without it.
+            throw UpscaleError(asked == nil ? .input : .usage, "output \(name) \(asked ?? value) is outside \(minimum)...\(maximum); choose another size")
         }
         return (ew, eh, rounded)
     }
@@ -215,11 +217,12 @@ public enum JobPlanner {
         let shown: (width: Int, height: Int, rounded: Bool)
         do {
             shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)
-        } catch let error as UpscaleError where error.kind == .usage && options.width == nil && options.height == nil {
-            // Only the input's own size can put a scaled size out of range: say so about the file
-            // (a damaged header often claims a tiny picture).
+        } catch let error as UpscaleError where error.kind == .input {
+            // The input's own size or shape put a side the user did not give out of range: say so
+            // about the file (a damaged header often claims a tiny picture).
             let v = info.video!
-            throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(error.message.replacingOccurrences(of: "; choose another size", with: "")); give --width or --height (or check the file: a damaged header can report a wrong size)")
+            let advice = options.width == nil && options.height == nil ? "give --width or --height" : "give both --width and --height"
+            throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(error.message.replacingOccurrences(of: "; choose another size", with: "")); \(advice) (or check the file: a damaged header can report a wrong size)")
         }
         if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.

@@ -129,6 +129,16 @@ final class CLITests: XCTestCase {
                                   "--preset", "ultrafast", "--quiet"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(listing(dir.appendingPathComponent("out")), ["street-2s Upscaled.mp4", "street-vp9-opus Upscaled.mov"])
+        // A file whose own shape puts the side not given out of range (pixels stretched 100
+        // times: 640 wide is 4 high) fails alone; the batch goes on (it stopped there, exit 2).
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: dir.appendingPathComponent("stretched.mp4").path,
+                         sampleAspect: (100, 1))
+        let mixed = try upscale(["stretched.mp4", "street-2s.mp4", "--width", "640", "--output", "out", "--overwrite",
+                                 "--preset", "ultrafast", "--quiet"], in: dir)
+        XCTAssertEqual(mixed.status, 1, mixed.stderr)
+        XCTAssertTrue(mixed.stderr.hasPrefix("error: 'stretched.mp4' is 768x576, so output height 4 is outside 16...16384; give both --width and --height"),
+                      mixed.stderr)
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("out/street-2s Upscaled.mp4").path).video?.width, 640)
         let notFolder = try upscale(["street-2s.mp4", "street-vp9-opus.webm", "--output", "x.mp4"], in: dir)
         XCTAssertEqual(notFolder.status, 2)
         XCTAssertTrue(notFolder.stderr.contains("must be an existing folder"), notFolder.stderr)
