@@ -13,6 +13,19 @@ public enum ImagePlanes {
         }
     }
 
+    /// The damage libjpeg warned of, as libvips keeps it in its error buffer, which is then
+    /// cleared: "Corrupt JPEG data: …", a damaged stretch of the picture that libjpeg decodes
+    /// as best it can rather than failing. Not "extraneous bytes before marker", which many
+    /// cameras write and which costs no pixel.
+    static func takeDamage() -> String? {
+        let lines = String(cString: upscale_vips_error_buffer()).split(separator: "\n")
+        upscale_vips_error_clear()
+        return lines.lazy.compactMap { line -> String? in
+            guard let range = line.range(of: "Corrupt JPEG data"), !line.contains("extraneous bytes") else { return nil }
+            return String(line[range.lowerBound...])
+        }.first
+    }
+
     static func failure(_ what: String) -> Error {
         let detail = String(cString: upscale_vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown error"
         upscale_vips_error_clear()

@@ -31,8 +31,11 @@ public final class StillImage {
         try ImagePlanes.start()
         self.path = path
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ImagePlanes.ImageError(message: "'\(path)' does not exist; check the path")
+        }
+        if isDirectory.boolValue {
+            throw ImagePlanes.ImageError(message: "'\(path)' is a folder; give an image file (or use 'upscale watch' for folders)")
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)??.intValue ?? -1
         if size == 0 { throw ImagePlanes.ImageError(message: "'\(path)' is empty (0 bytes); it may still be copying or the copy failed") }
@@ -90,12 +93,18 @@ public final class StillImage {
 
     deinit { upscale_vips_unref(image) }
 
+    /// What the decoder warned of while decoding, when it decoded a damaged stretch as best it
+    /// could rather than failing (libjpeg's "Corrupt JPEG data: …"); set by `upscale`.
+    public private(set) var damage: String?
+
     /// The pixels, decoded (a damaged file fails here), as planes: colour, then alpha.
     private func planes() throws -> (colour: [Any], alpha: Any?) {
         var size = 0
+        _ = ImagePlanes.takeDamage()
         guard let memory = upscale_vips_to_memory(image, &size) else {
             throw ImagePlanes.failure("'\(path)' cannot be decoded; the file may be damaged or truncated")
         }
+        damage = ImagePlanes.takeDamage()
         defer { g_free(memory) }
         let bands = colourBands + (hasAlpha ? 1 : 0)
         let count = width * height
@@ -132,9 +141,11 @@ public final class StillImage {
         let raw = StillImage.stripFile(for: path)
         defer { unlink(raw) }
         guard let file = fopen(raw, "wb") else {
-            // The strip file is ours; the folder is what the user can change.
+            // The strip file is ours; the folder is what the user can change. (The reason is read
+            // first: finding the folder's name reset errno, and "permission denied" read "no such file".)
+            let reason = String(cString: strerror(errno))
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            throw ImagePlanes.ImageError(message: "cannot write in '\(folder)': \(String(cString: strerror(errno))); pick another --output folder")
+            throw ImagePlanes.ImageError(message: "cannot write in '\(folder)': \(reason); pick another --output folder")
         }
         var closed = false
         defer { if !closed { fclose(file) } }

@@ -17,7 +17,8 @@ final class InputFile {
             throw UpscaleError(.input, "'\(path)' is a folder; give a video file (or use 'upscale watch' for folders)")
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)??.intValue ?? -1
-        if size == 0 {
+        // A pipe (/dev/stdin, a named pipe) has no size: it is read as it comes.
+        if size == 0 && JobPlanner.isRegularFile(path) {
             throw UpscaleError(.input, "'\(path)' is empty (0 bytes); it may still be copying or the copy failed")
         }
         guard FileManager.default.isReadableFile(atPath: path) else {

@@ -199,6 +199,11 @@ public enum JobPlanner {
         }
     }
 
+    static func isRegularFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+    }
+
     /// The default output name: "<name> Upscaled.<ext>".
     public static func outputName(for input: String, extension ext: String) -> String {
         let base = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
@@ -270,7 +275,10 @@ public enum JobPlanner {
                         : ".\(inputExt) cannot hold \(codec.rawValue); writing .\(ext)")
                 }
             }
-            let folder = options.output ?? URL(fileURLWithPath: input).deletingLastPathComponent().path
+            // Beside the input; for input that is not a file on disk (/dev/stdin, a named pipe) in
+            // the current folder, not in /dev.
+            let folder = options.output ?? (isRegularFile(input) ? URL(fileURLWithPath: input).deletingLastPathComponent().path
+                                                                 : FileManager.default.currentDirectoryPath)
             if multipleInputs, let given = options.output, !isDirectory(given) {
                 throw UpscaleError(.usage, "--output '\(given)' must be an existing folder when upscaling several files")
             }

@@ -54,6 +54,9 @@ extension UpscaleCommand {
                                      cancelled: { cancel.isCancelled })
         }
         guard let refined = made, !cancel.isCancelled else { throw UpscaleError.cancelled() }
+        if let damage = still.damage {
+            logger.notice("'\(input)' is damaged (\(damage)); the decoder filled in what it could, so the picture may be wrong there — check the result, or export the image again")
+        }
         if encode.refine == true && !refined {
             logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
         }

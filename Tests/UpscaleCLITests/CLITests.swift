@@ -144,6 +144,35 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(notFolder.stderr.contains("must be an existing folder"), notFolder.stderr)
     }
 
+    /// A clip read from a named pipe (as from /dev/stdin): it was refused as "empty (0 bytes)",
+    /// and its output went beside it (for /dev/stdin: into /dev). Now it is read as it comes
+    /// and the output lands in the current folder.
+    func testAClipFromAPipeIsReadAndLandsInTheCurrentFolder() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipes"), withIntermediateDirectories: true)
+        // MPEG-TS, as a recorder or `cat` would stream it (an .mp4 needs its index, at its end).
+        let ts = dir.appendingPathComponent("clip.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts)
+        let pipe = dir.appendingPathComponent("pipes/clip.ts").path
+        XCTAssertEqual(mkfifo(pipe, 0o644), 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: ts))
+        try FileManager.default.removeItem(atPath: ts)
+        let writer = Thread {
+            // Blocks until upscale opens the pipe; a reader that ends early ends the write (EPIPE).
+            signal(SIGPIPE, SIG_IGN)
+            let fd = open(pipe, O_WRONLY)
+            guard fd >= 0 else { return }
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        writer.start()
+        let result = try upscale(["pipes/clip.ts", "--width", "256", "--preset", "ultrafast", "--quiet"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(listing(dir), ["clip Upscaled.mov", "pipes", "street-2s.mp4"])
+        let output = dir.appendingPathComponent("clip Upscaled.mov").path
+        XCTAssertEqual(try MediaProbe.packets(output, stream: try XCTUnwrap(MediaProbe.info(output).videoStreamIndex)).count, 20)
+    }
+
     func testBadInputsExitOneWithOneLineAndLeaveNothing() throws {
         let dir = try workspace(["tone.m4a"])
         FileManager.default.createFile(atPath: dir.appendingPathComponent("empty.mov").path, contents: Data())

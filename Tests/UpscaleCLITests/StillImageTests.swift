@@ -381,8 +381,10 @@ final class StillImageTests: XCTestCase {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: butterfly))
         try bytes.prefix(bytes.count / 3).write(to: URL(fileURLWithPath: path("truncated.jpg")))
         try Data(Damage.zeroRun.apply(to: [UInt8](bytes), seed: 11)).write(to: URL(fileURLWithPath: path("zeroed.jpg")))
+        try FileManager.default.createDirectory(atPath: path("folder.jpg"), withIntermediateDirectories: true)
         let before = listing()
         for (name, extra, expected) in [("empty.jpg", [String](), "is empty"), ("text.png", [], "is not an image libvips can read"),
+                                        ("folder.jpg", [], "is a folder; give an image file"),
                                         ("truncated.jpg", [], "truncated.jpg"), ("butterfly.jpg", ["--width", "17000", "--format", "webp"], "webp")] {
             let input = name == "butterfly.jpg" ? butterfly : path(name)
             let result = try run([input, "--output", dir.path] + extra)
@@ -413,6 +415,18 @@ final class StillImageTests: XCTestCase {
         // Damage in the middle of a JPEG: an output, or one clean error, never a crash.
         let zeroed = try run([path("zeroed.jpg")])
         XCTAssertTrue([0, 1].contains(zeroed.status), zeroed.stderr)
+        // 4 KB zeroed in the middle of the scan: libjpeg only warns and fills in what it can (the
+        // lower half came out shifted and mixed up), which went by without a word. Now a note
+        // names the damage; a sound photo gets none.
+        var scan = [UInt8](try Data(contentsOf: CLITests.fixtures.appendingPathComponent("fruits.jpg")))
+        scan.replaceSubrange(30000..<34096, with: [UInt8](repeating: 0, count: 4096))
+        try Data(scan).write(to: URL(fileURLWithPath: path("scan.jpg")))
+        let damaged = try run([path("scan.jpg"), "--width", "600"])
+        XCTAssertEqual(damaged.status, 0, damaged.stderr)
+        XCTAssertTrue(damaged.stderr.contains("'\(path("scan.jpg"))' is damaged (Corrupt JPEG data: "), damaged.stderr)
+        let sound = try run([butterfly, "--width", "600", "--output", dir.path])
+        XCTAssertEqual(sound.status, 0, sound.stderr)
+        XCTAssertFalse(sound.stderr.contains("damaged"), sound.stderr)
     }
 
     func testMixedVideoAndImageBatch() throws {
