@@ -59,9 +59,15 @@ public final class FileSettler {
 /// are visible to root only; for a watcher running as a normal user, a writer of another
 /// user is caught by the settle time alone.
 public enum OpenWriters {
+    /// Files under `folder` that some other process holds open for writing, named under
+    /// `folder` as given. The kernel names open files by their real path: a folder watched
+    /// through a symbolic link (~/Inbox on a data disk) is matched by its real path, or no
+    /// writer was ever seen and a file was taken in mid-copy.
     public static func scan(under folder: String) -> Set<String> {
         var result: Set<String> = []
-        let prefix = folder.hasSuffix("/") ? folder : folder + "/"
+        let given = folder.hasSuffix("/") ? folder : folder + "/"
+        let real = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
+        let prefix = real.hasSuffix("/") ? real : real + "/"
         guard let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return result }
         let me = String(getpid())
         for pid in pids where pid.first?.isNumber == true && pid != me {
@@ -72,7 +78,7 @@ public enum OpenWriters {
                 guard let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
                       let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
                       let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) else { continue }
-                if flags & Int(O_ACCMODE) != Int(O_RDONLY) { result.insert(target) }
+                if flags & Int(O_ACCMODE) != Int(O_RDONLY) { result.insert(given + target.dropFirst(prefix.count)) }
             }
         }
         return result

@@ -294,11 +294,32 @@ public enum JobReport: Equatable, Sendable {
 
     public var line: String {
         switch self {
-        case .output(let path, let w, let h): return "output \(w) \(h) \(path)"
+        case .output(let path, let w, let h): return "output \(w) \(h) \(Self.escaped(path))"
         case .progress(let done, let total, let elapsed): return "progress \(done) \(total ?? -1) \(elapsed)"
         case .summary(let frames, let text): return "summary \(frames) \(text)"
         case .error(let kind, let text): return "error \(kind) \(text)"
         }
+    }
+
+    /// A path on one line: a file name may hold a newline (which ended the line, and the
+    /// watcher then looked for a name with a space there), so "\\" and "\n" are escaped.
+    static func escaped(_ path: String) -> String {
+        path.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
+    }
+
+    static func unescaped(_ text: String) -> String {
+        var result = "", escaping = false
+        for character in text {
+            if escaping {
+                result.append(character == "n" ? "\n" : character)
+                escaping = false
+            } else if character == "\\" {
+                escaping = true
+            } else {
+                result.append(character)
+            }
+        }
+        return result
     }
 
     public init?(line: String) {
@@ -307,7 +328,7 @@ public enum JobReport: Equatable, Sendable {
         switch parts[0] {
         case "output":
             guard parts.count == 4, let w = Int(parts[1]), let h = Int(parts[2]) else { return nil }
-            self = .output(path: parts[3], width: w, height: h)
+            self = .output(path: Self.unescaped(parts[3]), width: w, height: h)
         case "summary":
             let rest = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard rest.count == 3, let frames = Int(rest[1]) else { return nil }

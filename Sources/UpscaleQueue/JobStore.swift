@@ -91,6 +91,12 @@ public protocol JobStore: AnyObject {
     func finish(id: Int64, now: Double) throws
     /// A failure: `retryAt` queues it again (transient), nil fails it for good.
     func fail(_ claim: JobClaim, error: String, crashed: Bool, retryAt: Double?, movedTo: String?, now: Double) throws -> Bool
+    /// The job's original could not be moved out of the folder (to `Originals/` or `Failed/`):
+    /// it stays, and is not queued again while its size and modification time are unchanged.
+    func markStayed(id: Int64) throws
+    /// The file changed while queued or running (still being written): queued again at
+    /// `retryAt`, judged from then on by its new size and modification time.
+    func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool
     /// A failed job queued again from its original's new place (`queue retry`).
     func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool
     /// Not started for lack of space: waits until `until` without counting the run.

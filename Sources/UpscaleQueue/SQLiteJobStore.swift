@@ -8,7 +8,7 @@ public final class SQLiteJobStore: JobStore {
     private let lock = NSLock()
     public let path: String
 
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     public init(path: String) throws {
         self.path = path
@@ -36,6 +36,10 @@ public final class SQLiteJobStore: JobStore {
             // Schema 2: job priorities (claimed highest first).
             if try !db.query("PRAGMA table_info(jobs)").contains(where: { $0["name"]?.string == "priority" }) {
                 try db.execute("ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+            }
+            // Schema 3: an original that could not be moved out of the folder stays, once upscaled.
+            if try !db.query("PRAGMA table_info(jobs)").contains(where: { $0["name"]?.string == "stayed" }) {
+                try db.execute("ALTER TABLE jobs ADD COLUMN stayed INTEGER NOT NULL DEFAULT 0")
             }
             if found < Self.schemaVersion {
                 try db.query("INSERT INTO meta(key, value) VALUES('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -94,7 +98,7 @@ public final class SQLiteJobStore: JobStore {
             try db.transaction {
                 let existing = try db.query("""
                     SELECT id FROM jobs WHERE source = ? AND (state IN ('queued', 'running', 'finishing', 'waiting-for-space')
-                        OR (state = 'cancelled' AND size = ? AND modified = ?)) LIMIT 1
+                        OR ((state = 'cancelled' OR (state IN ('done', 'failed') AND stayed = 1)) AND size = ? AND modified = ?)) LIMIT 1
                     """, [source, size, modified])
                 guard existing.isEmpty else { return nil }
                 let json = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
@@ -179,11 +183,22 @@ public final class SQLiteJobStore: JobStore {
             """, [retryAt == nil ? "failed" : "queued", error, crashed ? 1 : 0, retryAt, now, movedTo], states: "'running', 'finishing'")
     }
 
+    public func markStayed(id: Int64) throws {
+        try locked { try db.query("UPDATE jobs SET stayed = 1 WHERE id = ?", [id]) }
+    }
+
+    public func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool {
+        try update(claim, """
+            state = 'queued', size = ?, modified = ?, error = 'the file changed while queued; waiting for it to settle',
+            not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
+            """, [size, modified, retryAt, now], states: "'running', 'finishing'")
+    }
+
     public func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool {
         try locked {
             try db.query("""
                 UPDATE jobs SET state = 'queued', source = ?, size = ?, modified = ?, attempts = 0, crashes = 0, error = NULL,
-                    not_before = NULL, moved_to = NULL, output = NULL, updated = ? WHERE id = ? AND state IN ('failed', 'cancelled')
+                    not_before = NULL, moved_to = NULL, output = NULL, stayed = 0, updated = ? WHERE id = ? AND state IN ('failed', 'cancelled')
                 """, [source, size, modified, now, id])
             return db.changes == 1
         }
@@ -279,7 +294,7 @@ public final class SQLiteJobStore: JobStore {
         let (filter, values) = sourceFilter(sources)
         return try locked {
             try db.query("""
-                UPDATE jobs SET state = 'queued', attempts = 0, crashes = 0, error = NULL, not_before = NULL, updated = ?
+                UPDATE jobs SET state = 'queued', attempts = 0, crashes = 0, error = NULL, not_before = NULL, stayed = 0, updated = ?
                 WHERE state IN ('failed', 'cancelled')\(filter)
                 """, [now] + values)
             return db.changes

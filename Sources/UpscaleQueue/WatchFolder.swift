@@ -76,21 +76,103 @@ public final class FolderLock {
 /// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.
 public enum SafeFiles {
     /// Renames `from` into `folder` under a free name (creating the folder), syncs both
-    /// folders, and returns the new path. Same filesystem only: the file is never copied.
+    /// folders, and returns the new path. Across filesystems (`Originals/` a link to another
+    /// disk) the file is copied, synced and compared by size before the original is removed.
     public static func move(_ from: String, into folder: String) throws -> String {
         // Never create folders for a file that is not there (the watched folder may have vanished).
         guard FileManager.default.fileExists(atPath: from) else { throw WatchError("'\(from)' is gone") }
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let name = FolderWrites.freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
-        let to = folder + "/" + name
-        // link + unlink instead of rename: link fails rather than replace a file that appeared meanwhile.
-        if link(from, to) != 0 {
-            let reason = String(cString: strerror(errno))
-            throw WatchError("cannot move '\(from)' to '\(folder)': \(reason)")
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw WatchError("cannot move '\(from)' to '\(folder)': \(reason(of: error))")
         }
+        while true {
+            let to = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
+            if renameNoReplace(from, to) == 0 {
+                FolderWrites.sync(folder: folder)
+                FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
+                return to
+            }
+            let code = errno
+            if code == EEXIST { continue } // taken since the free name was chosen: choose again
+            if code == EXDEV { return try copyAcross(from, to: to) }
+            throw WatchError("cannot move '\(from)' to '\(folder)': \(String(cString: strerror(code)))")
+        }
+    }
+
+    private static func reason(of error: Error) -> String {
+        ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { String(cString: strerror(Int32($0.code))) }
+            ?? error.localizedDescription
+    }
+
+    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    /// glibc's renameat2 (2.28+), which Swift's Glibc module does not declare.
+    private static let renameat2: RenameAt2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: RenameAt2.self) }
+
+    /// rename(2) that fails with EEXIST rather than replace `to` (RENAME_NOREPLACE). It needs only
+    /// write access to both folders: a link, as before, is refused for another user's file where
+    /// `fs.protected_hardlinks` is on (Debian's default), and a shared inbox's files were then
+    /// upscaled again at every scan. Link and unlink on filesystems without RENAME_NOREPLACE.
+    static func renameNoReplace(_ from: String, _ to: String) -> Int32 {
+        if let renameat2 {
+            let result = renameat2(AT_FDCWD, from, AT_FDCWD, to, 1) // RENAME_NOREPLACE
+            if result == 0 || (errno != EINVAL && errno != ENOSYS) { return result }
+        }
+        guard link(from, to) == 0 else { return -1 }
         unlink(from)
+        return 0
+    }
+
+    /// `from` copied to `to` on another filesystem: written under a hidden name beside `to`,
+    /// synced, checked to hold as many bytes as `from`, given `from`'s modification time, then
+    /// named; only then is `from` removed.
+    private static func copyAcross(_ from: String, to: String) throws -> String {
+        let folder = URL(fileURLWithPath: to).deletingLastPathComponent().path
+        let temporary = folder + "/." + URL(fileURLWithPath: to).lastPathComponent + ".\(getpid()).copying"
+        let fail = { (what: String) -> WatchError in
+            let text = String(cString: strerror(errno))
+            unlink(temporary)
+            return WatchError("cannot move '\(from)' to '\(folder)' (another disk): \(what): \(text)")
+        }
+        let input = open(from, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw fail("reading it failed") }
+        defer { close(input) }
+        let output = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw fail("writing failed") }
+        var info = stat()
+        fstat(input, &info)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var copied: Int64 = 0
+        while true {
+            let count = read(input, buffer, 1 << 20)
+            if count == 0 { break }
+            guard count > 0 else { close(output); throw fail("reading it failed") }
+            var done = 0
+            while done < count {
+                let written = write(output, buffer + done, count - done)
+                guard written > 0 else { close(output); throw fail("writing failed") }
+                done += written
+            }
+            copied += Int64(count)
+        }
+        var times = [info.st_atim, info.st_mtim]
+        futimens(output, &times)
+        fchmod(output, info.st_mode & 0o7777)
+        guard fsync(output) == 0 else { close(output); throw fail("writing failed") }
+        close(output)
+        guard copied == Int64(info.st_size) else {
+            unlink(temporary)
+            throw WatchError("cannot move '\(from)' to '\(folder)' (another disk): it changed while being copied")
+        }
+        var target = to
+        while renameNoReplace(temporary, target) != 0 {
+            guard errno == EEXIST else { throw fail("naming the copy failed") }
+            target = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: to).lastPathComponent, in: folder)
+        }
         FolderWrites.sync(folder: folder)
+        unlink(from)
         FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
-        return to
+        return target
     }
 }

@@ -158,6 +158,16 @@ public final class Watcher: @unchecked Sendable {
                     }
                     continue
                 }
+                // An empty file is a placeholder (Firefox makes one, then renames its .part download
+                // over it) or a copy not begun: it waits for content instead of failing.
+                guard info.st_size > 0 else {
+                    if !ignoredOnce.contains(rel) {
+                        ignoredOnce.insert(rel)
+                        say("waiting for '\(rel)': it is empty (0 bytes) so far")
+                    }
+                    continue
+                }
+                ignoredOnce.remove(rel)
                 let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
                 found[rel] = (Int64(info.st_size), modified)
             }
@@ -528,15 +538,27 @@ final class RunningJob: @unchecked Sendable {
             return
         }
         let originals = config.folder.mirror(config.folder.originals, of: job.source)
+        var original = source
         do {
-            _ = try SafeFiles.move(source, into: originals)
+            original = try SafeFiles.move(source, into: originals)
         } catch {
-            watcher.log("'\(job.source)': \(error); the original stays in place")
+            stays(error)
         }
         try? store.finish(id: job.id, now: now)
         let done = lock.withLock { summaryFrames ?? frames }
         watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
-        runExecAfter(input: source, output: planned.path, state: "done", error: "")
+        runExecAfter(input: original, output: planned.path, state: "done", error: "")
+    }
+
+    /// The original could not be moved out: it stays, and is not taken again unless it changes
+    /// (it was queued again at the next scan, and upscaled again and again).
+    private func stays(_ error: Error) {
+        guard FileManager.default.fileExists(atPath: config.folder.path(claim.job.source)) else {
+            watcher.log("'\(claim.job.source)': \(error)")
+            return
+        }
+        try? store.markStayed(id: claim.job.id)
+        watcher.log("'\(claim.job.source)': \(error); the original stays in place and is not taken again unless it changes (move it out yourself)")
     }
 
     private func finishFailed(reason: String, detail: String, transient: Bool, crashed: Bool, status: String = "", move: Bool = true) {
@@ -547,8 +569,9 @@ final class RunningJob: @unchecked Sendable {
         if !crashed, stat(source, &info) == 0 {
             let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
             if Int64(info.st_size) != job.size || modified != job.modified {
-                _ = try? store.fail(claim, error: "the file changed while queued; waiting for it to settle", crashed: false,
-                                    retryAt: now + max(2 * config.settle, 5), movedTo: nil, now: now)
+                // Judged by its new size and time from now on: a file replaced by one that fails was
+                // "changed" at every retry before, for good (and `--once` never returned).
+                _ = try? store.resettle(claim, size: Int64(info.st_size), modified: modified, retryAt: now + max(2 * config.settle, 5), now: now)
                 watcher.log("'\(job.source)' changed since it was queued; it will be taken again once it settles")
                 return
             }
@@ -567,7 +590,8 @@ final class RunningJob: @unchecked Sendable {
         var movedTo = ""
         if move, FileManager.default.fileExists(atPath: source) {
             let failed = config.folder.mirror(config.folder.failed, of: job.source)
-            if let moved = try? SafeFiles.move(source, into: failed) {
+            do {
+                let moved = try SafeFiles.move(source, into: failed)
                 movedTo = moved
                 let text = """
                     \(reason)
@@ -575,6 +599,8 @@ final class RunningJob: @unchecked Sendable {
                     \(detail.isEmpty ? "" : "last lines of the job's log:\n" + detail)
                     """
                 try? Data(text.utf8).write(to: URL(fileURLWithPath: moved + ".error.txt"))
+            } catch {
+                stays(error)
             }
         }
         _ = try? store.fail(claim, error: reason, crashed: crashed, retryAt: nil,

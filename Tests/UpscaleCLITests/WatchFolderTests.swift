@@ -39,6 +39,12 @@ final class WatchFolderTests: XCTestCase {
         try upscale(["watch", inbox.path, "--once", "--settle", "0.3"] + extra, environment: environment)
     }
 
+    /// `watchOnce` with the watcher's log (its standard output) in `stderr`.
+    private func watchOnceLogged(_ extra: [String]) throws -> DamageRun {
+        try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "watch", inbox.path, "--once", "--settle", "0.3"] + extra,
+                          timeout: 180)
+    }
+
     private func background(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = CLITests.binary
@@ -123,8 +129,79 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(jobs.map(\.state).sorted(), ["done", "done", "failed"])
         XCTAssertEqual(jobs.first { $0.state == "done" }?.settings, Self.encode)
         let after = try String(contentsOf: inbox.deletingLastPathComponent().appendingPathComponent("after.log"), encoding: .utf8)
-        XCTAssertTrue(after.contains("done|\(inbox.path)/\(odd)|\(output.path)|\n"), after)
+        // The hook is told where the original is now (it was told its old place in the inbox).
+        XCTAssertTrue(after.contains("done|\(inbox.path)/Originals/\(odd)|\(output.path)|\n"), after)
         XCTAssertTrue(after.contains("failed|\(inbox.path)/Failed/broken.avi||'"), after)
+    }
+
+    /// An original that cannot be moved out (here `Originals` is a file; a shared inbox's file
+    /// of another user was refused the same way) is upscaled once and stays: it was queued again
+    /// at every scan and upscaled again and again. `Failed/` and `Originals/` on another disk
+    /// (links to /dev/shm) get the files copied, checked and removed from the inbox: the move
+    /// failed ("Invalid cross-device link") with the same endless result.
+    func testOriginalsThatCannotBeMovedStayAndAreNotTakenAgainAndAnotherDiskIsCopiedTo() throws {
+        try drop(Self.clip, as: "stuck.mp4")
+        try Data("a file, not a folder".utf8).write(to: inbox.appendingPathComponent("Originals"))
+        let first = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.stderr.contains("the original stays in place and is not taken again unless it changes"), first.stderr)
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(files("Upscaled"), ["stuck Upscaled.mp4"])
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        XCTAssertTrue(files("").contains("stuck.mp4"))
+
+        let elsewhere = URL(fileURLWithPath: "/dev/shm/upscale-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        for name in ["Originals", "Failed"] {
+            try FileManager.default.createDirectory(at: elsewhere.appendingPathComponent(name), withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(at: inbox.appendingPathComponent(name))
+            try FileManager.default.createSymbolicLink(at: inbox.appendingPathComponent(name), withDestinationURL: elsewhere.appendingPathComponent(name))
+        }
+        var here = stat(), there = stat()
+        XCTAssertEqual(stat(inbox.path, &here), 0)
+        XCTAssertEqual(stat(elsewhere.path, &there), 0)
+        XCTAssertNotEqual(here.st_dev, there.st_dev, "/dev/shm is another filesystem")
+        try drop(Self.clip, as: "moved.mp4")
+        try Data("not a video".utf8).write(to: inbox.appendingPathComponent("bad.mov"))
+        let second = try watchOnce(Self.encode)
+        XCTAssertEqual(second.status, 1, second.stderr)
+        XCTAssertEqual(files("Upscaled"), ["moved Upscaled.mp4", "stuck Upscaled.mp4"])
+        XCTAssertEqual(try Data(contentsOf: elsewhere.appendingPathComponent("Originals/moved.mp4")), try Data(contentsOf: Self.clip))
+        XCTAssertEqual(try Data(contentsOf: elsewhere.appendingPathComponent("Failed/bad.mov")), Data("not a video".utf8))
+        XCTAssertEqual(files("").filter { !$0.hasPrefix(".") }, ["Failed", "Originals", "Upscaled", "stuck.mp4"])
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(files("Upscaled").count, 2)
+    }
+
+    /// A name with a newline: the child's report line ended there, the watcher looked for a name
+    /// with a space instead, and failed a job whose output was complete (and made another at each
+    /// retry). An empty placeholder (Firefox's, before its .part download is renamed over it)
+    /// waits for content instead of failing. A file replaced by one that fails, while queued,
+    /// fails once: it was "changed since it was queued" at every retry, and `--once` never ended.
+    func testOddNamesPlaceholdersAndFilesReplacedWhileQueued() throws {
+        try drop(Self.clip, as: "new\nline.mp4")
+        FileManager.default.createFile(atPath: inbox.appendingPathComponent("download.mp4").path, contents: Data())
+        let first = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(files("Upscaled"), ["new\nline Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["new\nline.mp4"])
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertTrue(first.stderr.contains("waiting for 'download.mp4': it is empty"), first.stderr)
+        try FileManager.default.removeItem(at: inbox.appendingPathComponent("download.mp4"))
+        try FileManager.default.copyItem(at: Self.clip, to: inbox.appendingPathComponent("download.mp4"))
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(files("Upscaled"), ["download Upscaled.mp4", "new\nline Upscaled.mp4"])
+
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
+        try drop(Self.clip, as: "replaced.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "replaced.mp4" }?.state, "queued")
+        try Data(repeating: 7, count: 5000).write(to: inbox.appendingPathComponent("replaced.mp4"))
+        XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
+        let replaced = try upscale(["watch", inbox.path, "--once", "--settle", "0.3"] + Self.encode, timeout: 60)
+        XCTAssertFalse(replaced.hung, replaced.stderr)
+        XCTAssertEqual(replaced.status, 1, replaced.stderr)
+        XCTAssertEqual(files("Failed"), ["replaced.mp4", "replaced.mp4.error.txt"])
     }
 
     func testCrashingJobFailsAloneAfterTwoCrashesWithTheSignalInItsErrorFile() throws {
@@ -369,7 +446,11 @@ final class WatchFolderTests: XCTestCase {
         let path = inbox.appendingPathComponent("copying.mp4").path
         let handle = try XCTUnwrap(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: path, contents: nil); return path }()))
         try handle.write(contentsOf: data.prefix(data.count / 2))
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode)
+        // Watched through a symbolic link (~/Inbox on a data disk): the kernel names the open
+        // file by its real path, which was never matched, and the half copy was taken.
+        let link = inbox.deletingLastPathComponent().appendingPathComponent("InboxLink")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: inbox)
+        let watcher = try background(["watch", link.path, "--settle", "0.3"] + Self.encode)
         defer {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()

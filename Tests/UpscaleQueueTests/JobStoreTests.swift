@@ -120,7 +120,7 @@ final class JobStoreTests: XCTestCase {
     }
 
     /// Higher priority is claimed first, ties in arrival order; only open jobs take a priority;
-    /// a store written by the previous schema (no priority column) gains it, its jobs kept.
+    /// a store written by an earlier schema (no priority column) gains it, its jobs kept.
     func testPriorityOrdersClaimsAndOldStoresGainIt() throws {
         // A schema-1 store as the previous release wrote it.
         do {
@@ -141,7 +141,7 @@ final class JobStoreTests: XCTestCase {
                 """)
         }
         let store = try SQLiteJobStore(path: path)
-        XCTAssertEqual(try store.setting("schema"), "2")
+        XCTAssertEqual(try store.setting("schema"), "3")
         XCTAssertEqual(try store.list().map(\.source), ["old.mov"])
         let a = try XCTUnwrap(store.enqueue(source: "a.mov", size: 1, modified: 1, settings: []))
         let b = try XCTUnwrap(store.enqueue(source: "b.mov", size: 1, modified: 1, settings: []))
