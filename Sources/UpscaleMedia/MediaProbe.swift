@@ -28,6 +28,8 @@ public struct StreamInfo: Sendable {
     /// VP8/VP9 flagged as carrying alpha (WebM's `alpha_mode`), which only libvpx decodes.
     public let alphaTagged: Bool
     public let isAttachedPicture: Bool
+    /// The stream's "default" flag (players pick it among streams of its kind).
+    public let isDefault: Bool
     /// The display matrix's rotation in degrees as FFmpeg's av_display_rotation_get reports it,
     /// normalized to 0, 90, 180 or 270; players turn the stored picture by it.
     public let rotation: Int
@@ -120,6 +122,7 @@ public enum MediaProbe {
                 timecode: metadata(s, "timecode"),
                 alphaTagged: VideoDecoder.alphaTagged(s),
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
+                isDefault: s.pointee.disposition & AV_DISPOSITION_DEFAULT != 0,
                 rotation: displayRotation(of: s),
                 colorRange: cName(av_color_range_name(par.color_range)),
                 colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),

@@ -1,7 +1,8 @@
 import CFFmpeg
 
-/// Re-encodes a text subtitle stream (SubRip, ASS, WebVTT…) to mov_text, the only text
-/// subtitle format .mp4 and .mov carry. Bitmap subtitles cannot be converted this way.
+/// Re-encodes a text subtitle stream (SubRip, ASS, WebVTT, mov_text…) to one the output
+/// container carries: mov_text, the only text subtitles .mp4 and .mov hold, or SubRip for
+/// Matroska (which has no mov_text). Bitmap subtitles cannot be converted this way.
 final class SubtitleTranscoder {
     let encoder: UnsafeMutablePointer<AVCodecContext>
     private let decoder: UnsafeMutablePointer<AVCodecContext>
@@ -9,13 +10,13 @@ final class SubtitleTranscoder {
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     private let packet: UnsafeMutablePointer<AVPacket>
 
-    init?(stream: UnsafeMutablePointer<AVStream>) {
+    init?(stream: UnsafeMutablePointer<AVStream>, to target: AVCodecID) {
         let par = stream.pointee.codecpar!
         guard let descriptor = avcodec_descriptor_get(par.pointee.codec_id),
               descriptor.pointee.props & AV_CODEC_PROP_TEXT_SUB != 0,
               let decoderCodec = avcodec_find_decoder(par.pointee.codec_id),
-              let movText = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT),
-              let d = avcodec_alloc_context3(decoderCodec), let e = avcodec_alloc_context3(movText) else { return nil }
+              let targetCodec = avcodec_find_encoder(target),
+              let d = avcodec_alloc_context3(decoderCodec), let e = avcodec_alloc_context3(targetCodec) else { return nil }
         decoder = d
         encoder = e
         packet = av_packet_alloc()
@@ -23,7 +24,7 @@ final class SubtitleTranscoder {
         decoder.pointee.pkt_timebase = stream.pointee.time_base
         encoder.pointee.time_base = stream.pointee.time_base
         guard avcodec_parameters_to_context(decoder, par) >= 0, avcodec_open2(decoder, decoderCodec, nil) >= 0 else { return nil }
-        // mov_text's header describes styles; take the decoder's (ASS-style) header as its base.
+        // The encoder's header describes styles (mov_text's does); take the decoder's (ASS-style) header as its base.
         if let header = decoder.pointee.subtitle_header, decoder.pointee.subtitle_header_size > 0 {
             let size = Int(decoder.pointee.subtitle_header_size)
             let copy = av_mallocz(size + 1)!.assumingMemoryBound(to: UInt8.self)
@@ -31,7 +32,7 @@ final class SubtitleTranscoder {
             encoder.pointee.subtitle_header = copy
             encoder.pointee.subtitle_header_size = Int32(size)
         }
-        guard avcodec_open2(encoder, movText, nil) >= 0 else { return nil }
+        guard avcodec_open2(encoder, targetCodec, nil) >= 0 else { return nil }
     }
 
     deinit {
@@ -43,7 +44,7 @@ final class SubtitleTranscoder {
         av_packet_free(&p)
     }
 
-    /// Converts one subtitle packet; the mov_text packet (timestamps in the input time base) goes to `emit`.
+    /// Converts one subtitle packet; the converted packet (timestamps in the input time base) goes to `emit`.
     func transcode(_ input: UnsafeMutablePointer<AVPacket>, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var subtitle = AVSubtitle()
         var got: Int32 = 0

@@ -191,6 +191,8 @@ public final class Transcoder {
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
         output.stream(videoOut).pointee.sample_aspect_ratio = sampleAspect
+        // Its flags (default, forced…): Matroska wrote the upscaled video as not default.
+        output.stream(videoOut).pointee.disposition = videoStream.pointee.disposition
     }
 
     /// Adds an output stream for every input stream other than the video that the output can
@@ -224,12 +226,13 @@ public final class Transcoder {
             case AVMEDIA_TYPE_SUBTITLE:
                 if output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
-                } else if output.canHold(AV_CODEC_ID_MOV_TEXT), let t = SubtitleTranscoder(stream: s) {
+                } else if let target = [AV_CODEC_ID_MOV_TEXT, AV_CODEC_ID_SUBRIP].first(where: { output.canHold($0) }),
+                          let t = SubtitleTranscoder(stream: s, to: target) {
                     let out = try output.addStream(encoder: t.encoder)
                     av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
                     output.stream(out).pointee.disposition = s.pointee.disposition
                     routes[i] = .subtitles(t, output: out)
-                    logger.notice("subtitle stream \(i) (\(codecName)) converted to mov_text for .\(URL(fileURLWithPath: job.output).pathExtension)")
+                    logger.notice("subtitle stream \(i) (\(codecName)) converted to \(String(cString: avcodec_get_name(target))) for .\(URL(fileURLWithPath: job.output).pathExtension)")
                 } else {
                     logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
                 }

@@ -179,6 +179,23 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(inCues.count, 2)
         for (a, b) in zip(inCues, cues) { XCTAssertEqual(Double(b.pts ?? -1) * tb, Double(a.pts ?? -2) * inTB, accuracy: 0.002) }
         XCTAssertEqual(mp4Info.chapters.count, 2)
+
+        // And back: Matroska has no mov_text, so it becomes SubRip, cue for cue (it was dropped
+        // with a note that said to use .mkv). The video stays the default track (it was not,
+        // in every .mkv written).
+        XCTAssertTrue(inInfo.video?.isDefault ?? false)
+        let back = dir.appendingPathComponent("back.mkv").path
+        _ = try run(mp4, UpscaleOptions(width: 384, output: back, encoder: EncoderSettings(preset: "ultrafast")))
+        let backInfo = try MediaProbe.info(back)
+        let srt = try XCTUnwrap(backInfo.streams.first { $0.kind == .subtitle })
+        XCTAssertEqual(srt.codec, "subrip")
+        XCTAssertEqual(srt.language, "eng")
+        let srtTB = Double(srt.timeBase.num) / Double(srt.timeBase.den)
+        let backCues = try MediaProbe.packets(back, stream: srt.index).filter { $0.size > 0 }
+        XCTAssertEqual(backCues.count, 2)
+        for (a, b) in zip(inCues, backCues) { XCTAssertEqual(Double(b.pts ?? -1) * srtTB, Double(a.pts ?? -2) * inTB, accuracy: 0.002) }
+        XCTAssertEqual(backInfo.video?.isDefault, true)
+        XCTAssertEqual(info.video?.isDefault, true)
     }
 
     func testTenBitHDR10StaysTenBitWithItsMetadata() throws {
