@@ -7,10 +7,15 @@ import UpscaleCore
 /// carried over as it is), gray staying gray, 16-bit staying 16-bit, alpha kept apart.
 public final class StillImage {
     /// Extensions taken as stills by the plain command.
-    public static let extensions: Set<String> = ["jpg", "jpeg", "png", "webp", "tif", "tiff", "gif", "heic", "heif", "avif", "jxl", "jp2"]
-    /// `--format` names and the suffix each writes.
-    public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp", "tiff": "tif",
-                                                    "tif": "tif", "avif": "avif", "heic": "heic", "jxl": "jxl", "gif": "gif"]
+    /// (.jfif and .jpe are JPEG; BMP and TGA load through libvips' ImageMagick loader and, as
+    /// libvips writes neither, are saved as PNG. They were taken as video and became a
+    /// one-frame HEVC .mov.)
+    public static let extensions: Set<String> = ["jpg", "jpeg", "jfif", "jpe", "png", "webp", "tif", "tiff", "gif", "heic", "heif",
+                                                 "avif", "jxl", "jp2", "bmp", "tga"]
+    /// `--format` names (and output name suffixes) and the suffix each writes.
+    public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "png": "png", "webp": "webp",
+                                                    "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
+                                                    "jxl": "jxl", "gif": "gif"]
     /// Formats whose savers take a quality (`Q`).
     static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl"]
 

@@ -14,7 +14,7 @@ extension UpscaleCommand {
         still.notices.forEach { logger.notice("\($0)") }
         let size = try StillSize.resolve(width: still.width, height: still.height,
                                          to: (encode.width, encode.height), scale: encode.scale, path: input)
-        let output = try stillOutputPath(input: input)
+        let output = try stillOutputPath(input: input, logger: logger)
         if still.hasAlpha && !StillImage.keepsAlpha(extension: URL(fileURLWithPath: output).pathExtension) {
             logger.notice("'\(input)' has transparency and JPEG has none: it is flattened onto white (use --format png or webp to keep it)")
         }
@@ -82,10 +82,15 @@ extension UpscaleCommand {
     }
 
     /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.
-    private func stillOutputPath(input: String) throws -> String {
+    private func stillOutputPath(input: String, logger: Logger) throws -> String {
         let inputURL = URL(fileURLWithPath: input)
         let inputExt = inputURL.pathExtension.lowercased()
-        let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? (inputExt == "jpeg" ? "jpg" : inputExt)
+        var ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt] ?? inputExt
+        if encode.format == nil && self.output.map({ isFolder($0) || childBatch || $0.hasSuffix("/") }) ?? true && !StillImage.canSave(extension: ext) {
+            // A format libvips reads but cannot write (BMP, TGA): lossless PNG.
+            logger.notice("this libvips cannot write .\(ext) files; '\(input)' is saved as .png (or choose --format)")
+            ext = "png"
+        }
         guard StillImage.canSave(extension: ext) else {
             throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
         }

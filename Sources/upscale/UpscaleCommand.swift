@@ -15,7 +15,7 @@ struct UpscaleCommand: ParsableCommand {
             the displayed aspect ratio. The result is written beside the input as "<name> Upscaled.<ext>" \
             and an existing file is never replaced without --overwrite.
 
-            Still images (JPEG, PNG, WebP, TIFF, GIF, HEIF/AVIF, JPEG XL) keep their format. Folders: 'upscale watch DIR' upscales every video or image dropped into DIR, and \
+            Still images (JPEG, PNG, WebP, TIFF, GIF, BMP, HEIF/AVIF, JPEG XL) keep their format. Folders: 'upscale watch DIR' upscales every video or image dropped into DIR, and \
             'upscale queue list|retry|cancel|pause|resume DIR' shows and steers its queue \
             (see 'upscale watch --help', 'upscale queue --help').
             """)

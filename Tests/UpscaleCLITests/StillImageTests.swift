@@ -429,6 +429,32 @@ final class StillImageTests: XCTestCase {
         XCTAssertFalse(sound.stderr.contains("damaged"), sound.stderr)
     }
 
+    /// .jfif and .jpe are JPEGs, and BMP loads (and saves) through libvips' ImageMagick loader:
+    /// stills in their own format. They were taken as video and became a one-frame HEVC .mov
+    /// (and `--format png` was refused). `--format heic` with a .heif name agrees.
+    func testJFIFAndBMPAreStillsInTheirFormat() throws {
+        try FileManager.default.copyItem(atPath: butterfly, toPath: path("scan.jfif"))
+        let bmp = try make("paint.bmp") { image in
+            var copy: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &copy, VIPS_FORMAT_UCHAR), 0)
+            return try XCTUnwrap(copy)
+        }
+        let source = try header(butterfly)
+        for (input, output) in [(path("scan.jfif"), "scan Upscaled.jpg"), (bmp, "paint Upscaled.bmp")] {
+            let result = try run([input, "--width", "600"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let made = try header(path(output))
+            XCTAssertEqual(made.width, 600, output)
+            XCTAssertEqual(made.height, (600 * source.height + source.width / 2) / source.width, output)
+        }
+        let png = try run([bmp, "--width", "600", "--format", "png"])
+        XCTAssertEqual(png.status, 0, png.stderr)
+        XCTAssertEqual(try header(path("paint Upscaled.png")).width, 600)
+        let heif = try run([butterfly, "--width", "300", "--format", "heic", "--output", path("small.heif")])
+        XCTAssertEqual(heif.status, 0, heif.stderr)
+        XCTAssertEqual(try header(path("small.heif")).width, 300)
+    }
+
     func testMixedVideoAndImageBatch() throws {
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
         let clip = CLITests.fixtures.appendingPathComponent("street-2s.mp4").path
