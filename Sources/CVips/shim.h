@@ -179,6 +179,11 @@ static inline VipsImage *upscale_vips_open(const char *path) {
 /// Saves by the file name's suffix; saver options may follow in brackets ("x.jpg[Q=90,strip]").
 static inline int upscale_vips_write(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline int upscale_vips_cast(VipsImage *in, VipsImage **out, VipsBandFormat format) { return vips_cast(in, out, format, NULL); }
+/// A cast that shifts integer samples to the new width (32-bit to 16-bit: the top 16 bits)
+/// instead of clipping them.
+static inline int upscale_vips_cast_shift(VipsImage *in, VipsImage **out, VipsBandFormat format) {
+    return vips_cast(in, out, format, "shift", TRUE, NULL);
+}
 static inline int upscale_vips_copy_as(VipsImage *in, VipsImage **out, VipsInterpretation space) {
     return vips_copy(in, out, "interpretation", space, NULL);
 }

@@ -69,6 +69,24 @@ public final class StillImage {
             space = VIPS_INTERPRETATION_sRGB
             notices.append("'\(path)' is CMYK; converted to sRGB with its embedded profile")
         }
+        // Other colour spaces (Lab, XYZ, linear scRGB…) and floating-point samples become 16-bit
+        // sRGB or gray, as libvips converts them; they were cast sample by sample (float 0…1 to
+        // 0 or 1: black; Lab as if RGB).
+        let floating = [VIPS_FORMAT_FLOAT, VIPS_FORMAT_DOUBLE, VIPS_FORMAT_COMPLEX, VIPS_FORMAT_DPCOMPLEX].contains(upscale_vips_format(current))
+        let plain = [VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB16, VIPS_INTERPRETATION_B_W, VIPS_INTERPRETATION_GREY16]
+        if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
+            let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
+            let target = grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16
+            var converted: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_colourspace(current, &converted, target) == 0, let converted else {
+                upscale_vips_unref(current)
+                throw ImagePlanes.failure("cannot convert '\(path)' (\(String(cString: upscale_vips_interpretation_name(space)))) to RGB")
+            }
+            upscale_vips_unref(current)
+            current = converted
+            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")")
+            space = target
+        }
         let bands = Int(upscale_vips_bands(current))
         let format = upscale_vips_format(current)
         let gray = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || bands <= 2
@@ -82,7 +100,10 @@ public final class StillImage {
             || format == VIPS_FORMAT_INT || format == VIPS_FORMAT_FLOAT || format == VIPS_FORMAT_DOUBLE
         if format != VIPS_FORMAT_UCHAR && format != VIPS_FORMAT_USHORT {
             var cast: UnsafeMutablePointer<VipsImage>?
-            guard upscale_vips_cast(current, &cast, sixteenBit ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR) == 0, let cast else {
+            // 32-bit integers keep their top 16 bits (a plain cast clipped them to white).
+            let wide = format == VIPS_FORMAT_UINT || format == VIPS_FORMAT_INT
+            let target = sixteenBit ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR
+            guard (wide ? upscale_vips_cast_shift(current, &cast, target) : upscale_vips_cast(current, &cast, target)) == 0, let cast else {
                 upscale_vips_unref(current)
                 throw ImagePlanes.failure("cannot read the samples of '\(path)'")
             }
