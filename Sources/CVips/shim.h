@@ -23,7 +23,7 @@
     X(vips_image_get_int) X(vips_image_set_int) X(vips_image_get_blob) X(vips_image_set_blob_copy) \
     X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
     X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
-    X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export)
+    X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform)
 
 typedef struct {
 #define UPSCALE_VIPS_ENTRY(name) __typeof__(&name) name;
@@ -106,6 +106,7 @@ static inline const upscale_vips_table *upscale_vips(void) {
 #define vips_arrayjoin (upscale_vips()->vips_arrayjoin)
 #define vips_crop (upscale_vips()->vips_crop)
 #define vips_icc_export (upscale_vips()->vips_icc_export)
+#define vips_icc_transform (upscale_vips()->vips_icc_transform)
 
 static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
@@ -213,6 +214,10 @@ static inline int upscale_vips_crop(VipsImage *in, VipsImage **out, int left, in
 }
 static inline int upscale_vips_icc_export(VipsImage *in, VipsImage **out, const char *profile) {
     return vips_icc_export(in, out, "output_profile", profile, NULL);
+}
+/// `in`'s pixels from its embedded ICC profile to sRGB, at `depth` bits (8 or 16).
+static inline int upscale_vips_to_srgb(VipsImage *in, VipsImage **out, int depth) {
+    return vips_icc_transform(in, out, "srgb", "embedded", TRUE, "depth", depth, NULL);
 }
 static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {

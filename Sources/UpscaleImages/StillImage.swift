@@ -247,15 +247,31 @@ public final class StillImage {
             throw ImagePlanes.failure("cannot prepare '\(path)'")
         }
         defer { upscale_vips_unref(mapped) }
-        var tagged: UnsafeMutablePointer<VipsImage>?
-        guard upscale_vips_copy_as(mapped, &tagged, outputInterpretation) == 0, let tagged else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
+        var copy: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_copy_as(mapped, &copy, outputInterpretation) == 0, var tagged = copy else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
         defer { upscale_vips_unref(tagged) }
+        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
+        // The print resolution stays the input's (a PNG's or TIFF's became libvips' 25.4 dpi).
+        tagged.pointee.Xres = image.pointee.Xres
+        tagged.pointee.Yres = image.pointee.Yres
+        var converted = false
+        if let profile = blob("icc-profile-data"), strip || !StillImage.keepsProfile(extension: ext), !StillImage.isSRGB(profile) {
+            // A wide-gamut profile that will not be written (--strip, GIF): the pixels are
+            // turned to sRGB by it first, or their colours shift (Display P3's blue by +8).
+            profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
+            var srgb: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_to_srgb(tagged, &srgb, sixteenBit ? 16 : 8) == 0, let srgb else {
+                throw ImagePlanes.failure("cannot convert '\(path)' to sRGB")
+            }
+            upscale_vips_unref(tagged)
+            tagged = srgb
+            converted = true
+        }
         if !strip {
-            copyMetadata(to: tagged)
+            copyMetadata(to: tagged, profile: !converted)
             // The pixels are upright now: the EXIF block the saver writes says so.
             upscale_vips_set_int(tagged, "orientation", 1)
         }
-        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
         var options: [String] = []
         if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
         if strip { options.append("strip") }
@@ -277,15 +293,30 @@ public final class StillImage {
     /// Whether images saved with this extension keep an alpha channel (all but JPEG here).
     public static func keepsAlpha(extension ext: String) -> Bool { !["jpg", "jpeg"].contains(ext.lowercased()) }
 
-    /// The metadata blobs carried to the output (unless stripped): ICC profile as it is, EXIF, XMP.
-    fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>) {
-        for name in ["icc-profile-data", "exif-data", "xmp-data"] where upscale_vips_has(image, name) != 0 {
-            var data: UnsafeRawPointer?
-            var length = 0
-            if upscale_vips_get_blob(image, name, &data, &length) == 0, let data {
-                upscale_vips_set_blob_copy(out, name, data, length)
-            }
+    /// The metadata blobs carried to the output (unless stripped): the ICC profile as it is (unless
+    /// the pixels were turned to sRGB), EXIF, XMP, IPTC (captions, credits, keywords: it was left out).
+    fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>, profile: Bool) {
+        for name in (profile ? ["icc-profile-data"] : []) + ["exif-data", "xmp-data", "iptc-data"] {
+            guard let data = blob(name) else { continue }
+            data.withUnsafeBytes { upscale_vips_set_blob_copy(out, name, $0.baseAddress, $0.count) }
         }
+    }
+
+    private func blob(_ name: String) -> Data? {
+        guard upscale_vips_has(image, name) != 0 else { return nil }
+        var data: UnsafeRawPointer?
+        var length = 0
+        guard upscale_vips_get_blob(image, name, &data, &length) == 0, let data else { return nil }
+        return Data(bytes: data, count: length)
+    }
+
+    /// Formats whose libvips saver writes an ICC profile (GIF's does not).
+    static func keepsProfile(extension ext: String) -> Bool { ext.lowercased() != "gif" }
+
+    /// Whether an ICC profile describes sRGB (its description says so, in ASCII or UTF-16):
+    /// pixels in it need no conversion when the profile is left out.
+    static func isSRGB(_ profile: Data) -> Bool {
+        profile.range(of: Data("sRGB".utf8)) != nil || profile.range(of: Data([0, 0x73, 0, 0x52, 0, 0x47, 0, 0x42])) != nil
     }
 
     fileprivate var outputInterpretation: VipsInterpretation {

@@ -126,6 +126,34 @@ final class StillImageTests: XCTestCase {
         }
     }
 
+    /// Mean of each band of an 8-bit image.
+    private func bandMeans(_ path: String, toSRGB: Bool = false) throws -> [Double] {
+        var image = try open(path)
+        if toSRGB {
+            var converted: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_to_srgb(image, &converted, 8), 0)
+            upscale_vips_unref(image)
+            image = try XCTUnwrap(converted)
+        }
+        defer { upscale_vips_unref(image) }
+        let bands = Int(vips_image_get_bands(image))
+        var size = 0
+        let memory = try XCTUnwrap(vips_image_write_to_memory(image, &size))
+        defer { g_free(memory) }
+        let bytes = UnsafeBufferPointer(start: memory.assumingMemoryBound(to: UInt8.self), count: size)
+        return (0..<bands).map { b in stride(from: b, to: size, by: bands).reduce(0.0) { $0 + Double(bytes[$1]) } / Double(size / bands) }
+    }
+
+    /// IPTC as a JPEG's APP13 holds it: Photoshop's 8BIM resource 0x0404 with one IIM field
+    /// (2:116, the copyright notice).
+    private var iptc: Data {
+        let notice = Array("(c) upscale test".utf8)
+        let field: [UInt8] = [0x1C, 0x02, 0x74, 0, UInt8(notice.count)] + notice
+        var resource = Array("8BIM".utf8) + [0x04, 0x04, 0, 0] + withUnsafeBytes(of: UInt32(field.count).bigEndian, Array.init) + field
+        if field.count % 2 == 1 { resource.append(0) }
+        return Data(Array("Photoshop 3.0".utf8) + [0] + resource)
+    }
+
     func testICCProfileBytesAndEXIFAreKeptAndStripRemovesThem() throws {
         let profile = try XCTUnwrap(upscale_vips_profile("p3"))
         defer { vips_area_unref(UnsafeMutableRawPointer(profile).assumingMemoryBound(to: VipsArea.self)) }
@@ -137,9 +165,11 @@ final class StillImageTests: XCTestCase {
             XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
             icc.withUnsafeBytes { upscale_vips_set_blob_copy(out, "icc-profile-data", $0.baseAddress, $0.count) }
             vips_image_set_string(out, "exif-ifd0-Artist", "upscale test")
+            iptc.withUnsafeBytes { upscale_vips_set_blob_copy(out, "iptc-data", $0.baseAddress, $0.count) }
             return try XCTUnwrap(out)
         }
         XCTAssertEqual(try blob(tagged, "icc-profile-data"), icc)
+        XCTAssertEqual(try blob(tagged, "iptc-data"), iptc)
         XCTAssertEqual(try run([tagged]).status, 0)
         let out = path("tagged Upscaled.jpg")
         XCTAssertEqual(try blob(out, "icc-profile-data"), icc, "ICC profile bytes changed")
@@ -155,6 +185,30 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(stripped.status, 0, stripped.stderr)
         XCTAssertNil(try blob(path("stripped.jpg"), "icc-profile-data"))
         XCTAssertNil(try blob(path("stripped.jpg"), "exif-data"))
+        XCTAssertNil(try blob(path("stripped.jpg"), "iptc-data"))
+        // IPTC (captions, credits) is kept; it was left out.
+        XCTAssertEqual(try blob(out, "iptc-data"), iptc)
+        // Stripped of its Display P3 profile, the picture is turned to sRGB first, so it looks the
+        // same: each band's mean within 1 of the P3 original shown in sRGB. (Left in P3 values,
+        // blue was 8 too high, as it is in the kept-profile output read without its profile.)
+        let shown = try bandMeans(tagged, toSRGB: true)
+        for (band, (made, expected)) in zip(try bandMeans(path("stripped.jpg")), shown).enumerated() {
+            XCTAssertEqual(made, expected, accuracy: 1, "band \(band)")
+        }
+        XCTAssertGreaterThan(abs(try bandMeans(out)[2] - shown[2]), 3, "P3 and sRGB values of this photo differ")
+        // The print resolution stays the input's: 300 dpi (11.811 pixels per mm), not 25.4.
+        let dense = try make("dense.png") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+            out!.pointee.Xres = 300 / 25.4
+            out!.pointee.Yres = 300 / 25.4
+            return try XCTUnwrap(out)
+        }
+        XCTAssertEqual(try run([dense]).status, 0)
+        let denseOut = try open(path("dense Upscaled.png"))
+        defer { upscale_vips_unref(denseOut) }
+        XCTAssertEqual(denseOut.pointee.Xres * 25.4, 300, accuracy: 0.5)
+        XCTAssertEqual(denseOut.pointee.Yres * 25.4, 300, accuracy: 0.5)
     }
 
     func testTransparentEdgesGetNoFringeAndAlphaGrayAnd16BitAreKept() throws {
