@@ -120,11 +120,17 @@ public final class Watcher: @unchecked Sendable {
             jobs.forEach { $0.stopForShutdown() }
         }
         while runningCount > 0 { usleep(50_000) }
+        // --exec-after commands still running: waited for (a once-run ends with them done), or
+        // stopped with the watcher (they were left running, and a slow one held its job's slot
+        // and the watcher's exit).
+        hooks.finish(stop: stop, say: say)
         planner.waitIdle()
         return config.once && failedThisRun > 0 ? 1 : 0
     }
 
     private var runningCount: Int { lock.withLock { running.count } }
+
+    let hooks = Hooks()
 
     private func sleepWatching(_ seconds: Double, stop: CancellationFlag) {
         let end = Date().addingTimeInterval(seconds)
@@ -611,25 +617,8 @@ final class RunningJob: @unchecked Sendable {
 
     private func runExecAfter(input: String, output: String, state: String, error: String) {
         guard let command = config.execAfter else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        var env = ProcessInfo.processInfo.environment
-        env["UPSCALE_INPUT"] = input
-        env["UPSCALE_OUTPUT"] = output
-        env["UPSCALE_STATE"] = state
-        env["UPSCALE_ERROR"] = error
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-            process.waitUntilExit()
-            if process.terminationStatus != 0 {
-                watcher.log("--exec-after exited with \(process.terminationStatus) for '\(claim.job.source)' (the job is \(state) regardless)")
-            }
-        } catch {
-            watcher.log("--exec-after could not run: \(error)")
-        }
+        watcher.hooks.start(command, environment: ["UPSCALE_INPUT": input, "UPSCALE_OUTPUT": output, "UPSCALE_STATE": state, "UPSCALE_ERROR": error],
+                            job: "'\(claim.job.source)' (the job is \(state) regardless)", log: watcher.log)
     }
 
     static func tail(of path: String, lines: Int) -> String {
@@ -643,5 +632,75 @@ extension NSLock {
         lock()
         defer { unlock() }
         return try body()
+    }
+}
+
+/// The `--exec-after` commands started and not yet ended: each runs in its own process group
+/// (so all it starts can be stopped with it), off its job's thread, so a slow one holds no
+/// job slot.
+final class Hooks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var running: Set<pid_t> = []
+
+    func start(_ command: String, environment: [String: String], job: String, log: @escaping @Sendable (String) -> Void) {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer {
+            envp.forEach { free($0) }
+            argv.forEach { free($0) }
+        }
+        var pid = pid_t()
+        lock.lock()
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, envp)
+        if spawned == 0 { running.insert(pid) }
+        lock.unlock()
+        guard spawned == 0 else {
+            log("--exec-after could not run for \(job): \(String(cString: strerror(spawned)))")
+            return
+        }
+        Thread.detachNewThread { [self] in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            lock.withLock { _ = running.remove(pid) }
+            let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
+            if !exited || code != 0 {
+                log("--exec-after \(exited ? "exited with \(code)" : "was stopped (signal \(status & 0x7f))") for \(job)")
+            }
+        }
+    }
+
+    /// Waits for the commands still running; once `stop` is set (or at once if it is), they are
+    /// sent SIGTERM, and SIGKILL five seconds later.
+    func finish(stop: CancellationFlag, say: (String) -> Void) {
+        var terminatedAt: Date?
+        while true {
+            let left = lock.withLock { running }
+            if left.isEmpty { return }
+            if stop.isCancelled && terminatedAt == nil {
+                say("stopping \(left.count) --exec-after command(s)")
+                left.forEach { kill(-$0, SIGTERM) }
+                terminatedAt = Date()
+            }
+            if let at = terminatedAt, Date().timeIntervalSince(at) > 5 { left.forEach { kill(-$0, SIGKILL) } }
+            usleep(50_000)
+        }
     }
 }

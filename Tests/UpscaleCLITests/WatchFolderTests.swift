@@ -204,6 +204,31 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Failed"), ["replaced.mp4", "replaced.mp4.error.txt"])
     }
 
+    /// A slow --exec-after command holds no job slot (the next file waited for it), and stopping
+    /// the watcher stops it and all it started (they were left running, and the first SIGTERM
+    /// waited for them).
+    func testSlowExecAfterHoldsNoSlotAndStopsWithTheWatcher() throws {
+        try drop(Self.clip, as: "a.mp4")
+        try drop(Self.clip, as: "b.mp4")
+        let pids = inbox.deletingLastPathComponent().appendingPathComponent("hook-pids").path
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--jobs", "1",
+                                      "--exec-after", "sleep 300 & echo $! >> '\(pids)'; echo $$ >> '\(pids)'; wait"] + Self.encode)
+        defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
+        try waitFor("both files upscaled while the first command sleeps", timeout: 60) { files("Upscaled").count == 2 }
+        try waitFor("both commands started") { ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n").count == 4 }
+        let started = Date()
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "one SIGTERM ends the watcher and its commands")
+        usleep(200_000)
+        for pid in try String(contentsOfFile: pids, encoding: .utf8).split(separator: "\n").compactMap({ pid_t($0) }) {
+            // Gone, or a zombie left to init (it has stopped running).
+            let state = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.split(separator: ")").last?.dropFirst().first
+            XCTAssertTrue(state == nil || state == "Z", "process \(pid) of --exec-after still runs (\(state.map(String.init) ?? ""))")
+            if state != nil && state != "Z" { kill(pid, SIGKILL) }
+        }
+    }
+
     func testCrashingJobFailsAloneAfterTwoCrashesWithTheSignalInItsErrorFile() throws {
         try drop(Self.clip, as: "crashy.mp4")
         try drop(Self.clip, as: "fine.mp4")
