@@ -35,6 +35,23 @@ typedef __typeof__(&av_buffersink_get_frame) upscale_av_buffersink_get_frame_fn;
 typedef __typeof__(&av_buffersink_get_time_base) upscale_av_buffersink_get_time_base_fn;
 
 static inline int upscale_averror(int posixError) { return AVERROR(posixError); }
+
+/// Counts an error a demuxer logged (a Matroska file damaged in the middle: the demuxer skips
+/// to the next cluster it recognises, and says so only in its log). Defined in Swift
+/// (`MediaLibrary`): one counter for the process, where a static here would be one per object
+/// file that inlines it.
+void upscale_count_demux_error(void);
+/// FFmpeg's log callback: counts demuxer errors, then prints as FFmpeg would (at the level
+/// av_log_set_level sets: nothing unless --verbose).
+static inline void upscale_log(void *avcl, int level, const char *fmt, va_list vl) {
+    if (level <= AV_LOG_ERROR && avcl) {
+        const AVClass *cls = *(const AVClass **)avcl;
+        AVClassCategory category = !cls ? AV_CLASS_CATEGORY_NA : cls->get_category ? cls->get_category(avcl) : cls->category;
+        if (category == AV_CLASS_CATEGORY_DEMUXER) upscale_count_demux_error();
+    }
+    av_log_default_callback(avcl, level, fmt, vl);
+}
+static inline void upscale_log_install(void) { av_log_set_callback(upscale_log); }
 static inline int upscale_averror_eof(void) { return AVERROR_EOF; }
 static inline int upscale_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
 static inline int upscale_averror_decoder_not_found(void) { return AVERROR_DECODER_NOT_FOUND; }

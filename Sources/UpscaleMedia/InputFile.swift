@@ -6,6 +6,9 @@ import Foundation
 final class InputFile {
     let path: String
     private(set) var context: UnsafeMutablePointer<AVFormatContext>
+    /// `MediaLibrary.demuxErrors` before this file was opened: errors since are this file's
+    /// (its probe reads ahead, so they may come before the first packet is asked for).
+    let demuxErrorsAtOpen = MediaLibrary.demuxErrors
 
     init(path: String) throws {
         self.path = path

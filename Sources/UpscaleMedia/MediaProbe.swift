@@ -1,6 +1,7 @@
 import CFFmpeg
 import UpscaleCore
 import Foundation
+import Synchronization
 
 public enum StreamKind: String, Sendable {
     case video, audio, subtitle, data, attachment, unknown
@@ -260,7 +261,14 @@ func fourCC(_ tag: UInt32) -> String {
 /// because every failure reaches the user as one line of ours.
 public enum MediaLibrary {
     nonisolated(unsafe) private static var verbose = false
-    private static let once: Void = { av_log_set_level(AV_LOG_QUIET) }()
+    private static let once: Void = {
+        av_log_set_level(AV_LOG_QUIET)
+        upscale_log_install()
+    }()
+
+    /// Errors the demuxers have logged in this process so far (damaged data they skipped).
+    static var demuxErrors: Int { demuxErrorCount.withLock { $0 } }
+    fileprivate static let demuxErrorCount = Mutex(0)
 
     public static func configure(verbose: Bool = false) {
         _ = once
@@ -269,6 +277,12 @@ public enum MediaLibrary {
             av_log_set_level(AV_LOG_WARNING)
         }
     }
+}
+
+/// The log callback's count of demuxer errors (see `upscale_log`).
+@_cdecl("upscale_count_demux_error")
+func countDemuxError() {
+    MediaLibrary.demuxErrorCount.withLock { $0 += 1 }
 }
 
 extension StreamInfo {

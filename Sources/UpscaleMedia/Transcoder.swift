@@ -154,6 +154,11 @@ public final class Transcoder {
                 throw UpscaleError(.input, "'\(job.input)' gave no picture to upscale: it is cut short or damaged; nothing was written (copy or export it again)")
             }
             noteEarlyEnd(input: input)
+            if MediaLibrary.demuxErrors > input.demuxErrorsAtOpen {
+                // Matroska skips a damaged stretch to the next cluster it recognises and goes on:
+                // pictures are missing there, with nothing but FFmpeg's log to say so.
+                logger.notice("'\(job.input)' is damaged: FFmpeg skipped unreadable data while reading it (\(MediaLibrary.demuxErrors - input.demuxErrorsAtOpen) place(s)), so the output misses what was there — re-export or copy the file again")
+            }
             try output.finish(overwrite: job.overwrite)
             return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
                                     encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
