@@ -17,7 +17,7 @@ public final class StillImage {
                                                     "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
                                                     "jxl": "jxl", "gif": "gif"]
     /// Formats whose savers take a quality (`Q`).
-    static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl"]
+    static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl", "jp2"]
 
     public static func isStill(_ path: String) -> Bool { extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) }
 
@@ -51,14 +51,16 @@ public final class StillImage {
         }
         defer { upscale_vips_unref(loaded) }
         var notices: [String] = []
-        if upscale_vips_pages(loaded) > 1 {
-            notices.append("'\(path)' has \(upscale_vips_pages(loaded)) frames; only the first is upscaled")
+        let frames = max(Int(upscale_vips_pages(loaded)), StillImage.animatedPNGFrames(path) ?? 1)
+        if frames > 1 {
+            notices.append("'\(path)' has \(frames) frames; only the first is upscaled")
         }
         var upright: UnsafeMutablePointer<VipsImage>?
         guard upscale_vips_autorot(loaded, &upright) == 0, var current = upright else { throw ImagePlanes.failure("cannot orient '\(path)'") }
         var space = upscale_vips_interpretation(current)
         // CMYK (print JPEGs) becomes sRGB through its embedded profile: upscaled pictures are for screens.
         if space == VIPS_INTERPRETATION_CMYK {
+            let own = upscale_vips_has(current, "icc-profile-data") != 0
             var rgb: UnsafeMutablePointer<VipsImage>?
             guard upscale_vips_colourspace(current, &rgb, VIPS_INTERPRETATION_sRGB) == 0, let rgb else {
                 upscale_vips_unref(current)
@@ -67,7 +69,8 @@ public final class StillImage {
             upscale_vips_unref(current)
             current = rgb
             space = VIPS_INTERPRETATION_sRGB
-            notices.append("'\(path)' is CMYK; converted to sRGB with its embedded profile")
+            notices.append(own ? "'\(path)' is CMYK; converted to sRGB with its embedded profile"
+                               : "'\(path)' is CMYK without a profile of its own; converted to sRGB with a generic CMYK profile (colours may be off)")
         }
         // Other colour spaces (Lab, XYZ, linear scRGB…) and floating-point samples become 16-bit
         // sRGB or gray, as libvips converts them; they were cast sample by sample (float 0…1 to
@@ -273,7 +276,9 @@ public final class StillImage {
             upscale_vips_set_int(tagged, "orientation", 1)
         }
         var options: [String] = []
-        if StillImage.lossy.contains(ext) { options.append("Q=\(quality ?? 90)") }
+        // libvips maps JPEG XL's Q under 5 to a distance libjxl refuses (over 25), which it then
+        // ignored, saving at its default quality with a stray line from libjxl: 5 is its lowest.
+        if StillImage.lossy.contains(ext) { options.append("Q=\(ext == "jxl" ? max(5, quality ?? 90) : quality ?? 90)") }
         if strip { options.append("strip") }
         // JPEG has no alpha: libvips flattens onto black unless told; white, as image editors do.
         if hasAlpha && !StillImage.keepsAlpha(extension: ext) { options.append("background=\(sixteenBit ? 65535 : 255)") }
@@ -285,6 +290,27 @@ public final class StillImage {
             if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
             throw failure
         }
+    }
+
+    /// The frame count of an animated PNG (its `acTL` chunk, before the first `IDAT`), which
+    /// libvips reads as its first frame only and does not count; nil for any other file.
+    static func animatedPNGFrames(_ path: String) -> Int? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 1 << 16), head.count > 8,
+              head.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else { return nil }
+        var offset = 8
+        let bytes = [UInt8](head)
+        while offset + 12 <= bytes.count {
+            let length = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            let type = String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self)
+            if type == "IDAT" { return nil }
+            if type == "acTL", offset + 12 <= bytes.count {
+                return bytes[offset + 8..<offset + 12].reduce(0) { $0 << 8 | Int($1) }
+            }
+            offset += 12 + length
+        }
+        return nil
     }
 
     /// The raw strip file `upscale` writes beside the file it saves to `path`.

@@ -48,7 +48,7 @@ struct EncodeOptions: ParsableArguments {
     @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic or jxl (default: the input's).")
     var format: String?
 
-    @Option(help: "Still images: quality 1…100 for jpg, webp, avif, heic and jxl (default 90).")
+    @Option(help: "Still images: quality 1…100 for jpg, webp, avif, heic, jxl (5 at least) and jp2 (default 90).")
     var quality: Int?
 
     @Flag(help: "Still images: drop metadata (EXIF, XMP, ICC profile).")

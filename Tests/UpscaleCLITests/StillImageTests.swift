@@ -404,6 +404,38 @@ final class StillImageTests: XCTestCase {
         let first = try header(path("anim Upscaled.gif"))
         XCTAssertEqual(first.width, 986)
         XCTAssertEqual(first.height, 712)
+
+        // An animated PNG (an acTL chunk before the pictures): libvips reads its first frame and
+        // does not count frames, so this went by without the note.
+        var png = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try make("still.png") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+            return try XCTUnwrap(out)
+        })))
+        let control: [UInt8] = Array("acTL".utf8) + [0, 0, 0, 3, 0, 0, 0, 0] // 3 frames, looping
+        let crc = control.reduce(UInt32.max) { crc, byte in
+            (0..<8).reduce(crc ^ UInt32(byte)) { c, _ in c & 1 == 1 ? (c >> 1) ^ 0xEDB8_8320 : c >> 1 }
+        } ^ UInt32.max
+        let chunk = [0, 0, 0, 8] + control + withUnsafeBytes(of: crc.bigEndian, Array.init)
+        png.insert(contentsOf: chunk, at: 8 + 25) // after the signature and IHDR
+        try Data(png).write(to: URL(fileURLWithPath: path("moving.png")))
+        let apng = try run([path("moving.png")])
+        XCTAssertEqual(apng.status, 0, apng.stderr)
+        XCTAssertTrue(apng.stderr.contains("has 3 frames; only the first is upscaled"), apng.stderr)
+        XCTAssertEqual(try header(path("moving Upscaled.png")).width, 986)
+
+        // CMYK without a profile of its own is converted with libvips' generic one, and says so
+        // (the note claimed an embedded profile).
+        let bare = try make("bare.jpg", from: cmyk) { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+            vips_image_remove(out, "icc-profile-data")
+            return try XCTUnwrap(out)
+        }
+        XCTAssertNil(try blob(bare, "icc-profile-data"))
+        let generic = try run([bare])
+        XCTAssertEqual(generic.status, 0, generic.stderr)
+        XCTAssertTrue(generic.stderr.contains("is CMYK without a profile of its own; converted to sRGB with a generic CMYK profile"), generic.stderr)
     }
 
     /// A transparent PNG saved as JPEG is flattened onto white, with a note (libvips' own
@@ -524,6 +556,35 @@ final class StillImageTests: XCTestCase {
             let made = try header(path("out-" + name))
             XCTAssertEqual(made.format, VIPS_FORMAT_USHORT, name)
             XCTAssertEqual(try mean(path("out-" + name)) / reference, 1, accuracy: 0.01, name)
+        }
+    }
+
+    /// --quality reaches the savers: lower is smaller for JPEG, WebP, JPEG XL and JPEG 2000.
+    /// JPEG XL under 5 (libvips maps it to a distance libjxl refuses) was saved at its default,
+    /// the size of quality 90, and JPEG 2000 ignored the option.
+    func testQualityReachesEverySaverThatTakesOne() throws {
+        var jp2Source = ""
+        for ext in ["jpg", "webp", "jxl", "jp2"] {
+            let input: String
+            if ext == "jp2" {
+                jp2Source = try make("source.jp2") { image in
+                    var out: UnsafeMutablePointer<VipsImage>?
+                    XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+                    return try XCTUnwrap(out)
+                }
+                input = jp2Source
+            } else {
+                input = butterfly
+            }
+            var sizes: [Int] = []
+            for quality in [1, 90] {
+                let out = path("q\(quality).\(ext)")
+                let result = try run([input, "--width", "600", "--quality", "\(quality)", "--output", out])
+                XCTAssertEqual(result.status, 0, result.stderr)
+                XCTAssertFalse(result.stderr.contains("encode.cc"), result.stderr)
+                sizes.append(try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int))
+            }
+            XCTAssertLessThan(Double(sizes[0]), Double(sizes[1]) * 0.5, "\(ext): \(sizes)")
         }
     }
 
