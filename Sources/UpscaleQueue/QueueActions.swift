@@ -44,7 +44,18 @@ public enum QueueActions {
     /// Queued and running jobs of these files become cancelled (a running one is stopped by
     /// its watcher within about a second). Returns how many.
     public static func cancel(folder: WatchFolder, store: JobStore, files: [String]) throws -> Int {
-        try store.cancel(sources: files.map { relative($0, in: folder) }, now: Date().timeIntervalSince1970)
+        let sources = files.map { relative($0, in: folder) }
+        let waiting = try store.list().filter { ($0.state == .queued || $0.state == .waitingForSpace) && sources.contains($0.source) }
+        let count = try store.cancel(sources: sources, now: Date().timeIntervalSince1970)
+        // The chunks an interrupted run kept for resuming are of no use to a cancelled job (a
+        // running one's are removed by its watcher once its child has stopped).
+        for job in waiting { if let output = job.output { removeChunks(of: folder.path(output)) } }
+        return count
+    }
+
+    /// Removes the chunked work folder kept beside `output`, if any.
+    static func removeChunks(of output: String) {
+        try? FileManager.default.removeItem(atPath: ChunkedJob.workFolder(for: output))
     }
 
     /// A path as the store names it: relative to the folder ("a.mov", "trip/b.mov").

@@ -32,7 +32,13 @@ public struct WatchFolder: Sendable {
     /// The store, creating `.upscale/` when `create` (the watcher); `upscale queue` only opens an existing one.
     public func openStore(create: Bool) throws -> SQLiteJobStore {
         if !FileManager.default.fileExists(atPath: storePath) {
-            guard create else { throw WatchError("'\(root)' has no queue yet (no .upscale/queue.sqlite); start 'upscale watch \(root)' first") }
+            guard create else {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw WatchError("'\(root)' is not a folder; give the folder 'upscale watch' watches")
+                }
+                throw WatchError("'\(root)' has no queue yet (no .upscale/queue.sqlite); start 'upscale watch \(root)' first")
+            }
             try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
         }
         return try SQLiteJobStore(path: storePath)

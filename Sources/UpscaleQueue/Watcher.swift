@@ -155,7 +155,15 @@ public final class Watcher: @unchecked Sendable {
                     if config.recursive && !name.hasPrefix(".") { walk(rel) }
                     continue
                 }
-                guard (info.st_mode & S_IFMT) == S_IFREG, !Self.isJunk(name) else { continue }
+                guard !Self.isJunk(name) else { continue }
+                guard (info.st_mode & S_IFMT) == S_IFREG else {
+                    // A link would be upscaled and then moved, not the file it names: said once.
+                    if (info.st_mode & S_IFMT) == S_IFLNK && !ignoredOnce.contains(rel) {
+                        ignoredOnce.insert(rel)
+                        say("ignoring '\(rel)': a symbolic link (drop the file itself)")
+                    }
+                    continue
+                }
                 let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
                 guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) else {
                     if !ignoredOnce.contains(rel) {
@@ -487,7 +495,11 @@ final class RunningJob: @unchecked Sendable {
         // A child that died left its temporary file; remove it (the next run would too).
         if let planned, outcome != .exited(0) { PartialFile.remove(for: planned.path, pid: process.pid) }
         let logTail = Self.tail(of: logPath, lines: 20)
-        if cancelled { return }
+        if cancelled {
+            // Kept for resuming after a stop; a cancelled job will not resume.
+            if let planned { QueueActions.removeChunks(of: planned.path) }
+            return
+        }
         if lock.withLock({ shuttingDown }) {
             try? store.release(claim, now: now)
             return

@@ -43,7 +43,10 @@ struct QueueCommand: ParsableCommand {
                 print(["\(job.id)", job.source, job.state.rawValue, progress, fps, eta, "\(job.attempts)", job.error ?? ""].joined(separator: "\t"))
             }
             let open = jobs.filter { $0.state == .queued || $0.state == .running }.count
-            print("\(jobs.count) jobs, \(open) queued or running\(try store.isPaused() ? ", paused" : ""); \(open == 0 ? "nothing left to do" : "queue ETA " + (eta.map(clock) ?? "unknown (no finished job measured yet)"))")
+            // Jobs waiting for disk space are work left too ("nothing left to do" read as if they were not).
+            let waiting = jobs.filter { $0.state == .waitingForSpace }.count
+            let left = open + waiting == 0 ? "nothing left to do" : "queue ETA " + (eta.map(clock) ?? "unknown (no finished job measured yet)")
+            print("\(jobs.count) jobs, \(open) queued or running\(waiting > 0 ? ", \(waiting) waiting for space" : "")\(try store.isPaused() ? ", paused" : ""); \(left)")
         }
     }
 

@@ -181,8 +181,11 @@ final class WatchFolderTests: XCTestCase {
     func testOddNamesPlaceholdersAndFilesReplacedWhileQueued() throws {
         try drop(Self.clip, as: "new\nline.mp4")
         FileManager.default.createFile(atPath: inbox.appendingPathComponent("download.mp4").path, contents: Data())
+        try FileManager.default.createSymbolicLink(at: inbox.appendingPathComponent("link.mp4"), withDestinationURL: Self.clip)
         let first = try watchOnceLogged(Self.encode)
         XCTAssertEqual(first.status, 0, first.stderr)
+        // A symbolic link is left alone, and now said so (it was skipped without a word).
+        XCTAssertTrue(first.stderr.contains("ignoring 'link.mp4': a symbolic link"), first.stderr)
         XCTAssertEqual(files("Upscaled"), ["new\nline Upscaled.mp4"])
         XCTAssertEqual(files("Originals"), ["new\nline.mp4"])
         XCTAssertEqual(files("Failed"), [])
@@ -277,6 +280,26 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(job.attempts, 2)
         // It ran with the settings it was queued with, not the later run's.
         XCTAssertEqual(job.settings, ["--width", "960", "--preset", "slower", "--no-refine"])
+    }
+
+    /// A cancelled chunked job leaves no work folder: its chunks were kept for a resume that a
+    /// cancelled job never gets, in a hidden folder under Upscaled/ for good.
+    func testCancelledChunkedJobLeavesNoChunksBehind() throws {
+        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
+        try waitFor("a chunk") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
+        }
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "long.mp4"]).status, 0)
+        try waitFor("the job to stop and its chunks to go", timeout: 30) {
+            try listing().jobs.first?.state == "cancelled" && !FileManager.default.fileExists(atPath: work.path)
+        }
+        XCTAssertEqual(files("Upscaled"), [])
     }
 
     /// A long video runs in chunks under the watch folder too: a watcher killed with SIGKILL
@@ -407,6 +430,9 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(job.error?.contains("has 1 MB free; this job may need up to") == true, job.error ?? "")
         XCTAssertEqual(files("Upscaled"), [])
         XCTAssertTrue(files("").contains("big.mp4"))
+        // `queue list` counts it as work left (it said "nothing left to do").
+        let list = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "list", inbox.path], timeout: 60)
+        XCTAssertTrue(list.stderr.contains("0 queued or running, 1 waiting for space; queue ETA"), list.stderr)
         usleep(300_000)
         let roomy = try watchOnce()
         XCTAssertEqual(roomy.status, 0, roomy.stderr)
@@ -530,6 +556,10 @@ final class WatchFolderTests: XCTestCase {
         let early = try upscale(["queue", "pause", inbox.path])
         XCTAssertEqual(early.status, 1, "no queue before the first watch")
         XCTAssertTrue(early.stderr.hasPrefix("error: '\(inbox.path)' has no queue yet"), early.stderr)
+        // A folder that is not there is named so (it said to start watching it, which then failed).
+        let nowhere = try upscale(["queue", "list", inbox.path + "-nowhere"])
+        XCTAssertEqual(nowhere.status, 1)
+        XCTAssertTrue(nowhere.stderr.contains("-nowhere' is not a folder"), nowhere.stderr)
         let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode, environment: ["UPSCALE_WATCH_RETRY_SECONDS": "0.5"])
         defer {
             kill(watcher.processIdentifier, SIGTERM)
