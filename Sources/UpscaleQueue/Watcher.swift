@@ -145,7 +145,13 @@ public final class Watcher: @unchecked Sendable {
         let root = config.folder.root
         func walk(_ relative: String) {
             let dir = relative.isEmpty ? root : root + "/" + relative
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return }
+            guard let (names, undecodable) = Self.names(in: dir) else { return }
+            // A name that is not UTF-8 (from an old Latin-1 system or archive) cannot be named to
+            // FFmpeg or the store: said once, instead of being passed over without a word.
+            for raw in undecodable where !ignoredOnce.contains(relative + "/" + raw) {
+                ignoredOnce.insert(relative + "/" + raw)
+                say("ignoring '\(relative.isEmpty ? "" : relative + "/")\(raw)': its name is not UTF-8; rename it to have it upscaled")
+            }
             for name in names {
                 if relative.isEmpty && WatchFolder.ownFolders.contains(name) { continue }
                 let rel = relative.isEmpty ? name : relative + "/" + name
@@ -188,6 +194,23 @@ public final class Watcher: @unchecked Sendable {
         }
         walk("")
         return found
+    }
+
+    /// The names in `dir`: those that are UTF-8, and the others with their odd bytes as \xNN.
+    static func names(in dir: String) -> ([String], [String])? {
+        guard let handle = opendir(dir) else { return nil }
+        defer { closedir(handle) }
+        var valid: [String] = [], undecodable: [String] = []
+        while let entry = readdir(handle) {
+            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }
+            if let name = String(validating: bytes, as: UTF8.self) {
+                valid.append(name)
+            } else {
+                undecodable.append(bytes.map { $0 < 0x80 ? String(UnicodeScalar($0)) : String(format: "\\x%02x", $0) }.joined())
+            }
+        }
+        return (valid, undecodable)
     }
 
     static func isJunk(_ name: String) -> Bool {

@@ -182,10 +182,17 @@ final class WatchFolderTests: XCTestCase {
         try drop(Self.clip, as: "new\nline.mp4")
         FileManager.default.createFile(atPath: inbox.appendingPathComponent("download.mp4").path, contents: Data())
         try FileManager.default.createSymbolicLink(at: inbox.appendingPathComponent("link.mp4"), withDestinationURL: Self.clip)
+        // "café.mp4" in Latin-1: not UTF-8, so no String can name it; it was passed over without a word.
+        let latin1: [CChar] = (Array(inbox.path.utf8) + [0x2F, 0x63, 0x61, 0x66, 0xE9] + Array(".mp4".utf8) + [0]).map { CChar(bitPattern: $0) }
+        let fd = open(latin1, O_WRONLY | O_CREAT, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = write(fd, "x", 1)
+        close(fd)
         let first = try watchOnceLogged(Self.encode)
         XCTAssertEqual(first.status, 0, first.stderr)
         // A symbolic link is left alone, and now said so (it was skipped without a word).
         XCTAssertTrue(first.stderr.contains("ignoring 'link.mp4': a symbolic link"), first.stderr)
+        XCTAssertTrue(first.stderr.contains("ignoring 'caf\\xe9.mp4': its name is not UTF-8"), first.stderr)
         XCTAssertEqual(files("Upscaled"), ["new\nline Upscaled.mp4"])
         XCTAssertEqual(files("Originals"), ["new\nline.mp4"])
         XCTAssertEqual(files("Failed"), [])
