@@ -284,7 +284,11 @@ public final class StillImage {
         if hasAlpha && !StillImage.keepsAlpha(extension: ext) { options.append("background=\(sixteenBit ? 65535 : 255)") }
         let target = options.isEmpty ? path : path + "[" + options.joined(separator: ",") + "]"
         if upscale_vips_write(tagged, target) != 0 {
-            let full = errno == ENOSPC
+            // libvips' savers often say only "write error": a folder left without room is the disk full.
+            let code = errno
+            var info = statvfs()
+            let left = statvfs(URL(fileURLWithPath: path).deletingLastPathComponent().path, &info) == 0 ? Int64(info.f_bavail) * Int64(info.f_frsize) : -1
+            let full = code == ENOSPC || (0..<(1 << 20)).contains(left)
             let failure = ImagePlanes.failure("writing '\(path)' failed")
             unlink(path)
             if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }

@@ -262,7 +262,8 @@ struct UpscaleCommand: ParsableCommand {
     func freeBytes(_ folder: String) -> Int64? {
         if let free = TestHook.freeBytes { return free }
         var info = statvfs()
-        guard statvfs(folder, &info) == 0 else { return nil }
+        // A filesystem of no blocks (/proc, /sys) says nothing about room.
+        guard statvfs(folder, &info) == 0, info.f_blocks > 0 else { return nil }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 

@@ -488,6 +488,13 @@ final class StillImageTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains(expected), "\(output): \(result.stderr)")
             XCTAssertEqual(listing(), before, "\(output) left files")
         }
+        // A folder without room for the working file: said before any work, with what it needs
+        // (it failed at the first strip that did not fit, naming a hidden file).
+        let tight = try DamageRun.run(CLITests.binary.path, [butterfly, "--output", dir.path + "/"], timeout: 60,
+                                      environment: ["UPSCALE_TEST_FREE_BYTES": "1000000"])
+        XCTAssertEqual(tight.status, 1, tight.stderr)
+        XCTAssertTrue(tight.stderr.contains("has 1 MB free; upscaling '\(butterfly)' to 986x712 needs 2 MB there for its working file"), tight.stderr)
+        XCTAssertEqual(listing(), before)
         // A folder nothing can be created in (/proc): the folder named, not the strip file inside it.
         let unwritable = try run([butterfly, "--output", "/proc/"])
         XCTAssertEqual(unwritable.status, 1, unwritable.stderr)
