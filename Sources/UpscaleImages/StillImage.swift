@@ -327,9 +327,23 @@ public final class StillImage {
     /// the pixels were turned to sRGB), EXIF, XMP, IPTC (captions, credits, keywords: it was left out).
     fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>, profile: Bool) {
         for name in (profile ? ["icc-profile-data"] : []) + ["exif-data", "xmp-data", "iptc-data"] {
-            guard let data = blob(name) else { continue }
+            guard var data = blob(name) else { continue }
+            if name == "xmp-data" { data = StillImage.uprightXMP(data) }
             data.withUnsafeBytes { upscale_vips_set_blob_copy(out, name, $0.baseAddress, $0.count) }
         }
+    }
+
+    /// XMP with its orientation said upright (`tiff:Orientation` 1), as the pixels now are: an
+    /// XMP that still said 6 made programs that read it turn the picture a second time.
+    static func uprightXMP(_ xmp: Data) -> Data {
+        guard let text = String(data: xmp, encoding: .utf8), text.contains("tiff:Orientation") else { return xmp }
+        var fixed = text
+        for (pattern, template) in [(#"tiff:Orientation="[0-9]""#, #"tiff:Orientation="1""#),
+                                    (#"<tiff:Orientation>\s*[0-9]\s*</tiff:Orientation>"#, "<tiff:Orientation>1</tiff:Orientation>")] {
+            guard let expression = try? NSRegularExpression(pattern: pattern) else { continue }
+            fixed = expression.stringByReplacingMatches(in: fixed, range: NSRange(fixed.startIndex..., in: fixed), withTemplate: template)
+        }
+        return Data(fixed.utf8)
     }
 
     private func blob(_ name: String) -> Data? {

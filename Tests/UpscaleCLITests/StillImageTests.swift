@@ -103,6 +103,11 @@ final class StillImageTests: XCTestCase {
                 // A fresh EXIF block carries the tag (the photo's own says 1).
                 vips_image_remove(out, "exif-data")
                 vips_image_set_int(out, "orientation", Int32(tag))
+                // XMP says it too, as an attribute or as an element, as cameras and editors write it.
+                let field = tag == 6 ? "<rdf:Description tiff:Orientation=\"\(tag)\"/>" : "<rdf:Description><tiff:Orientation>\(tag)</tiff:Orientation></rdf:Description>"
+                let xmp = Data(("<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\" "
+                    + "xmlns:tiff=\"http://ns.adobe.com/tiff/1.0/\">" + field + "</rdf:RDF></x:xmpmeta>").utf8)
+                xmp.withUnsafeBytes { upscale_vips_set_blob_copy(out, "xmp-data", $0.baseAddress, $0.count) }
                 return try XCTUnwrap(out)
             }
             let saved = try open(path(name))
@@ -123,6 +128,9 @@ final class StillImageTests: XCTestCase {
             if vips_image_get_typeof(image, "orientation") != 0 { vips_image_get_int(image, "orientation", &orientation) }
             upscale_vips_unref(image)
             XCTAssertEqual(orientation, 1)
+            // The XMP says upright too (it kept 6 or 8, and programs reading it turned the picture again).
+            let xmp = String(decoding: try XCTUnwrap(try blob(out, "xmp-data")), as: UTF8.self)
+            XCTAssertTrue(xmp.contains(tag == 6 ? "tiff:Orientation=\"1\"" : "<tiff:Orientation>1</tiff:Orientation>"), xmp)
         }
     }
 
