@@ -323,7 +323,8 @@ public enum JobPlanner {
                       threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
                       notices: notices)
         job.keepsAlpha = keepsAlpha
-        (job.shownWidth, job.shownHeight) = (shown.width, shown.height)
+        // Played as stored where .mkv loses the turn: that is the size it shows.
+        (job.shownWidth, job.shownHeight) = video.rotation % 180 != 0 && ext == "mkv" ? (shown.height, shown.width) : (shown.width, shown.height)
         job.duration = info.duration
         job.frameRate = video.frameRate
         return job

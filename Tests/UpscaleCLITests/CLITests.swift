@@ -389,6 +389,11 @@ final class CLITests: XCTestCase {
         let result = try upscale(["phone.mov", "--width", "288", "--preset", "ultrafast"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("(288x384 as shown, stored 384x288, "), result.stdout)
+        // Into .mkv, which cannot record the turn, it plays as stored: that is the size given
+        // (it gave the turned size "as shown", which the file does not show).
+        let mkv = try upscale(["phone.mov", "--width", "288", "--preset", "ultrafast", "--output", "phone.mkv"], in: dir)
+        XCTAssertEqual(mkv.status, 0, mkv.stderr)
+        XCTAssertTrue(mkv.stdout.contains("phone.mkv (384x288, "), mkv.stdout)
         let plain = try upscale(["street-hlg.mp4", "--width", "384", "--preset", "ultrafast"], in: dir)
         XCTAssertTrue(plain.stdout.contains("Upscaled.mp4 (384x288, "), plain.stdout)
     }
