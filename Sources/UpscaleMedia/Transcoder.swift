@@ -125,6 +125,11 @@ public final class Transcoder {
             if let named = job.encoder.hevcEncoder, named != "libx265" {
                 throw UpscaleError(.processing, "the \(named) encoder is not available here (\(lastError.map { "\($0)" } ?? "no device")); use --encoder auto or libx265")
             }
+            // A picture size the encoder refuses (x265 takes no extreme shapes such as 5120x16):
+            // said of this file, with a way out.
+            if let error = lastError as? UpscaleError, error.message.hasPrefix("cannot open the") {
+                throw UpscaleError(.processing, "'\(job.input)': \(error.message); the encoder refuses this picture size — choose another --width/--height or --codec")
+            }
             throw lastError ?? UpscaleError(.processing, "no encoder could be opened")
         }
         guard let output = file else {

@@ -190,6 +190,17 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(sound.stderr.contains("damaged"), sound.stderr)
     }
 
+    /// A size x265 refuses (an extreme shape): one line naming the file and a way out (it named
+    /// neither), exit 1, nothing left.
+    func testASizeTheEncoderRefusesNamesTheFile() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let result = try upscale(["street-2s.mp4", "--width", "5120", "--height", "16", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("error: 'street-2s.mp4': cannot open the libx265 encoder at 5120x16: "), result.stderr)
+        XCTAssertTrue(result.stderr.hasSuffix("the encoder refuses this picture size — choose another --width/--height or --codec\n"), result.stderr)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
     func testBadInputsExitOneWithOneLineAndLeaveNothing() throws {
         let dir = try workspace(["tone.m4a"])
         FileManager.default.createFile(atPath: dir.appendingPathComponent("empty.mov").path, contents: Data())
