@@ -58,17 +58,21 @@ public final class StillImage {
         var upright: UnsafeMutablePointer<VipsImage>?
         guard upscale_vips_autorot(loaded, &upright) == 0, var current = upright else { throw ImagePlanes.failure("cannot orient '\(path)'") }
         var space = upscale_vips_interpretation(current)
+        /// `current` converted to `target` by libvips (the old one released either way).
+        func convert(to target: VipsInterpretation) throws {
+            var converted: UnsafeMutablePointer<VipsImage>?
+            let failed = upscale_vips_colourspace(current, &converted, target) != 0
+            upscale_vips_unref(current)
+            guard !failed, let converted else {
+                throw ImagePlanes.failure("cannot convert '\(path)' (\(String(cString: upscale_vips_interpretation_name(space)))) to RGB")
+            }
+            current = converted
+            space = target
+        }
         // CMYK (print JPEGs) becomes sRGB through its embedded profile: upscaled pictures are for screens.
         if space == VIPS_INTERPRETATION_CMYK {
             let own = upscale_vips_has(current, "icc-profile-data") != 0
-            var rgb: UnsafeMutablePointer<VipsImage>?
-            guard upscale_vips_colourspace(current, &rgb, VIPS_INTERPRETATION_sRGB) == 0, let rgb else {
-                upscale_vips_unref(current)
-                throw ImagePlanes.failure("cannot convert the CMYK image '\(path)' to RGB")
-            }
-            upscale_vips_unref(current)
-            current = rgb
-            space = VIPS_INTERPRETATION_sRGB
+            try convert(to: VIPS_INTERPRETATION_sRGB)
             notices.append(own ? "'\(path)' is CMYK; converted to sRGB with its embedded profile"
                                : "'\(path)' is CMYK without a profile of its own; converted to sRGB with a generic CMYK profile (colours may be off)")
         }
@@ -79,16 +83,8 @@ public final class StillImage {
         let plain = [VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB16, VIPS_INTERPRETATION_B_W, VIPS_INTERPRETATION_GREY16]
         if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
             let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
-            let target = grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16
-            var converted: UnsafeMutablePointer<VipsImage>?
-            guard upscale_vips_colourspace(current, &converted, target) == 0, let converted else {
-                upscale_vips_unref(current)
-                throw ImagePlanes.failure("cannot convert '\(path)' (\(String(cString: upscale_vips_interpretation_name(space)))) to RGB")
-            }
-            upscale_vips_unref(current)
-            current = converted
             notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")")
-            space = target
+            try convert(to: grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16)
         }
         let bands = Int(upscale_vips_bands(current))
         let format = upscale_vips_format(current)

@@ -44,18 +44,6 @@ public final class JobProcess: @unchecked Sendable {
             posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
 
         var env = ProcessInfo.processInfo.environment
         // A crash is reported by the parent in one line; the Swift runtime's backtrace
@@ -70,7 +58,7 @@ public final class JobProcess: @unchecked Sendable {
             argv.forEach { free($0) }
         }
         var child = pid_t()
-        let spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let spawned = withChildSpawnAttributes { posix_spawn(&child, executable, &actions, $0, argv, envp) }
         close(writeEnd)
         guard spawned == 0 else {
             close(readEnd)
@@ -258,6 +246,25 @@ private final class LineCollector: @unchecked Sendable {
         done.wait()
         done.signal()
     }
+}
+
+/// posix_spawn attributes for a child in a process group of its own (so that it and all it
+/// starts can be signalled together), with the signals a user sends at their default action
+/// and none blocked, whatever this process does with them.
+func withChildSpawnAttributes<T>(_ body: (UnsafePointer<posix_spawnattr_t>) throws -> T) rethrows -> T {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        return try body(&attributes)
 }
 
 /// The child's side of the report pipe: one line per message, written whole.

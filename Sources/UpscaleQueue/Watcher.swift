@@ -678,18 +678,6 @@ final class Hooks: @unchecked Sendable {
     private var running: Set<pid_t> = []
 
     func start(_ command: String, environment: [String: String], job: String, log: @escaping @Sendable (String) -> Void) {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -704,7 +692,7 @@ final class Hooks: @unchecked Sendable {
         }
         var pid = pid_t()
         lock.lock()
-        let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, envp)
+        let spawned = withChildSpawnAttributes { posix_spawn(&pid, "/bin/sh", &actions, $0, argv, envp) }
         if spawned == 0 { running.insert(pid) }
         lock.unlock()
         guard spawned == 0 else {
