@@ -188,6 +188,12 @@ static inline int upscale_vips_cast_shift(VipsImage *in, VipsImage **out, VipsBa
 static inline int upscale_vips_copy_as(VipsImage *in, VipsImage **out, VipsInterpretation space) {
     return vips_copy(in, out, "interpretation", space, NULL);
 }
+/// The EXIF orientation libvips read (1 when none).
+static inline int upscale_vips_orientation(VipsImage *in) {
+    int orientation = 1;
+    if (vips_image_get_typeof(in, "orientation")) vips_image_get_int(in, "orientation", &orientation);
+    return orientation;
+}
 static inline int upscale_vips_pages(VipsImage *in) {
     int pages = 1;
     if (vips_image_get_typeof(in, "n-pages")) vips_image_get_int(in, "n-pages", &pages);

@@ -7,9 +7,9 @@ import UpscaleCore
 /// carried over as it is), gray staying gray, 16-bit staying 16-bit, alpha kept apart.
 public final class StillImage {
     /// Extensions taken as stills by the plain command.
-    /// (.jfif and .jpe are JPEG; BMP and TGA load through libvips' ImageMagick loader and, as
-    /// libvips writes neither, are saved as PNG. They were taken as video and became a
-    /// one-frame HEVC .mov.)
+    /// (.jfif and .jpe are JPEG; BMP and TGA go through libvips' ImageMagick loader and saver,
+    /// and a libvips without them saves PNG. They were taken as video and became a one-frame
+    /// HEVC .mov.)
     public static let extensions: Set<String> = ["jpg", "jpeg", "jfif", "jpe", "png", "webp", "tif", "tiff", "gif", "heic", "heif",
                                                  "avif", "jxl", "jp2", "bmp", "tga"]
     /// `--format` names (and output name suffixes) and the suffix each writes.
@@ -31,6 +31,8 @@ public final class StillImage {
     public let notices: [String]
     private let image: UnsafeMutablePointer<VipsImage>
     private let interpretation: VipsInterpretation
+    /// Whether the EXIF orientation turned the picture (its XMP orientation is then made upright too).
+    private let turned: Bool
 
     public init(path: String) throws {
         try ImagePlanes.start()
@@ -56,6 +58,7 @@ public final class StillImage {
             notices.append("'\(path)' has \(frames) frames; only the first is upscaled")
         }
         var upright: UnsafeMutablePointer<VipsImage>?
+        turned = (2...8).contains(upscale_vips_orientation(loaded))
         guard upscale_vips_autorot(loaded, &upright) == 0, var current = upright else { throw ImagePlanes.failure("cannot orient '\(path)'") }
         var space = upscale_vips_interpretation(current)
         /// `current` converted to `target` by libvips (the old one released either way).
@@ -254,7 +257,8 @@ public final class StillImage {
         tagged.pointee.Xres = image.pointee.Xres
         tagged.pointee.Yres = image.pointee.Yres
         var converted = false
-        if let profile = blob("icc-profile-data"), strip || !StillImage.keepsProfile(extension: ext), !StillImage.isSRGB(profile) {
+        // (Gray pictures are left as they are: an sRGB conversion would make them RGB.)
+        if let profile = blob("icc-profile-data"), colourBands == 3, strip || !StillImage.keepsProfile(extension: ext), !StillImage.isSRGB(profile) {
             // A wide-gamut profile that will not be written (--strip, GIF): the pixels are
             // turned to sRGB by it first, or their colours shift (Display P3's blue by +8).
             profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
@@ -324,7 +328,7 @@ public final class StillImage {
     fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>, profile: Bool) {
         for name in (profile ? ["icc-profile-data"] : []) + ["exif-data", "xmp-data", "iptc-data"] {
             guard var data = blob(name) else { continue }
-            if name == "xmp-data" { data = StillImage.uprightXMP(data) }
+            if name == "xmp-data" && turned { data = StillImage.uprightXMP(data) }
             data.withUnsafeBytes { upscale_vips_set_blob_copy(out, name, $0.baseAddress, $0.count) }
         }
     }
@@ -350,13 +354,16 @@ public final class StillImage {
         return Data(bytes: data, count: length)
     }
 
-    /// Formats whose libvips saver writes an ICC profile (GIF's does not).
-    static func keepsProfile(extension ext: String) -> Bool { ext.lowercased() != "gif" }
+    /// Formats whose libvips saver writes an ICC profile (8.14's GIF and JPEG 2000 savers do not).
+    static func keepsProfile(extension ext: String) -> Bool { !["gif", "jp2"].contains(ext.lowercased()) }
 
-    /// Whether an ICC profile describes sRGB (its description says so, in ASCII or UTF-16):
-    /// pixels in it need no conversion when the profile is left out.
+    /// Whether an ICC profile describes sRGB (its description says so, in ASCII or UTF-16, and
+    /// not linear sRGB): pixels in it need no conversion when the profile is left out.
     static func isSRGB(_ profile: Data) -> Bool {
-        profile.range(of: Data("sRGB".utf8)) != nil || profile.range(of: Data([0, 0x73, 0, 0x52, 0, 0x47, 0, 0x42])) != nil
+        let says = { (text: String) in
+            profile.range(of: Data(text.utf8)) != nil || profile.range(of: Data(text.utf8.flatMap { [0, $0] })) != nil
+        }
+        return says("sRGB") && !says("inear")
     }
 
     fileprivate var outputInterpretation: VipsInterpretation {

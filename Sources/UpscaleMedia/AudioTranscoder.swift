@@ -17,8 +17,12 @@ final class AudioTranscoder {
     /// time base (1/sample rate): where the next decoded sample belongs.
     private var firstPTS: Int64 = 0
     private var samplesIn: Int64 = 0
+    /// The longest gap filled, in seconds: the file's length (a jump longer than the whole file
+    /// is a damaged timestamp, not a pause, and would have been hours of silence).
+    private let longestGap: Double
 
-    init(stream: UnsafeMutablePointer<AVStream>, path: String, globalHeader: Bool) throws {
+    init(stream: UnsafeMutablePointer<AVStream>, path: String, globalHeader: Bool, longestGap: Double) throws {
+        self.longestGap = longestGap
         let par = stream.pointee.codecpar!
         inputCodecName = String(cString: avcodec_get_name(par.pointee.codec_id))
         inputTimeBase = stream.pointee.time_base
@@ -95,12 +99,13 @@ final class AudioTranscoder {
             } else if pts != noPTS {
                 // A gap in the input's timestamps (a recorder that paused, a stretch lost to
                 // damage): the AAC frames are numbered by their samples, so the sound after it
-                // would play early by the gap. Silence fills it, as long as it is, once it is
-                // longer than timestamp jitter (20 ms).
+                // would play early by the gap. Silence fills it, as long as it is, once it is over
+                // 0.1 s (FFmpeg's resampler waits as long before it compensates: jitter and slow
+                // clock drift are left alone).
                 let rate = Int64(encoder.pointee.sample_rate)
                 let expected = firstPTS + samplesIn + swr_get_delay(resampler, rate)
                 let gap = av_rescale_q(pts, inputTimeBase, encoder.pointee.time_base) - expected
-                if gap > rate / 50 { try fillSilence(gap, emit: emit) }
+                if gap > rate / 10 && Double(gap) <= longestGap * Double(rate) { try fillSilence(gap, emit: emit) }
             }
             try resample(decoded)
             av_frame_unref(decoded)

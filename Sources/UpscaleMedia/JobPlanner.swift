@@ -199,7 +199,11 @@ public enum JobPlanner {
         }
     }
 
+    /// A file on disk: not a pipe or a device, and not a name under /dev or /proc for one
+    /// (`/dev/stdin < clip.mp4` leads to a regular file, yet is no folder to write beside).
     static func isRegularFile(_ path: String) -> Bool {
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        if absolute.hasPrefix("/dev/") || absolute.hasPrefix("/proc/") { return false }
         var info = stat()
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
     }

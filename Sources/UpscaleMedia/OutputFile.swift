@@ -285,13 +285,15 @@ public enum PartialFile {
 
 /// Writing into folders without replacing anything, and making a rename durable.
 public enum FolderWrites {
-    /// `name` in `folder`, or `stem N.ext` for the first N ≥ 2 that is not taken.
+    /// `name` in `folder`, or `stem N.ext` for the first N ≥ 2 that is not taken. A dangling
+    /// symbolic link takes its name too (a rename refuses it, and a loop choosing it again spun).
     public static func freeName(_ name: String, in folder: String) -> String {
         let ext = URL(fileURLWithPath: name).pathExtension
         let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
         var candidate = name
         var n = 2
-        while FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent(candidate)) {
+        var info = stat()
+        while lstat((folder as NSString).appendingPathComponent(candidate), &info) == 0 {
             candidate = ext.isEmpty ? "\(stem) \(n)" : "\(stem) \(n).\(ext)"
             n += 1
         }

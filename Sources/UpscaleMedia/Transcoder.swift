@@ -128,7 +128,9 @@ public final class Transcoder {
             // A picture size the encoder refuses (x265 takes no extreme shapes such as 5120x16):
             // said of this file, with a way out.
             if let error = lastError as? UpscaleError, error.message.hasPrefix("cannot open the") {
-                throw UpscaleError(.processing, "'\(job.input)': \(error.message); the encoder refuses this picture size — choose another --width/--height or --codec")
+                let extreme = min(job.width, job.height) < 64 || max(job.width, job.height) > 32 * min(job.width, job.height)
+                throw UpscaleError(.processing, "'\(job.input)': \(error.message)"
+                    + (extreme ? "; the encoder refuses this picture size — choose another --width/--height or --codec" : ""))
             }
             throw lastError ?? UpscaleError(.processing, "no encoder could be opened")
         }
@@ -201,8 +203,9 @@ public final class Transcoder {
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
         output.stream(videoOut).pointee.sample_aspect_ratio = sampleAspect
-        // Its flags (default, forced…): Matroska wrote the upscaled video as not default.
-        output.stream(videoOut).pointee.disposition = videoStream.pointee.disposition
+        // Its flags (forced…), and default, as the one video (Matroska wrote the upscaled video as
+        // not default; MPEG-TS, AVI and FLV inputs carry no such flag).
+        output.stream(videoOut).pointee.disposition = videoStream.pointee.disposition | AV_DISPOSITION_DEFAULT
     }
 
     /// Adds an output stream for every input stream other than the video that the output can
@@ -226,7 +229,8 @@ public final class Transcoder {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
                     copied += 1
                 } else {
-                    let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader)
+                    let length = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 3600
+                    let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader, longestGap: length)
                     let out = try output.addStream(encoder: t.encoder)
                     av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
                     routes[i] = .audio(t, output: out)
@@ -273,6 +277,8 @@ public final class Transcoder {
                                              mimetype: metadata(s, "mimetype") ?? kind.mime)
                 } else if output.muxerName == "mp4", kind != nil, output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
+                } else if kind == nil {
+                    logger.notice("cover art (stream \(i), \(codecName)) is not copied: only JPEG and PNG covers are kept")
                 } else {
                     let ext = URL(fileURLWithPath: job.output).pathExtension
                     logger.notice("cover art (stream \(i), \(codecName)) cannot go in .\(ext); not copied (use .mp4 or .mkv to keep it)")

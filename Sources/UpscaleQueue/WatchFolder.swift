@@ -92,17 +92,28 @@ public enum SafeFiles {
         } catch {
             throw WatchError("cannot move '\(from)' to '\(folder)': \(reason(of: error))")
         }
-        while true {
+        var code: Int32 = EEXIST
+        for _ in 0..<100 {
             let to = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
             if renameNoReplace(from, to) == 0 {
                 FolderWrites.sync(folder: folder)
                 FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
                 return to
             }
-            let code = errno
+            code = errno
             if code == EEXIST { continue } // taken since the free name was chosen: choose again
             if code == EXDEV { return try copyAcross(from, to: to) }
-            throw WatchError("cannot move '\(from)' to '\(folder)': \(String(cString: strerror(code)))")
+            break
+        }
+        throw WatchError("cannot move '\(from)' to '\(folder)': \(String(cString: strerror(code)))")
+    }
+
+    /// Copies that a process which has since died left half made (`.<name>.<pid>.copying`).
+    private static func removeStaleCopies(in folder: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(".") && name.hasSuffix(".copying") {
+            let parts = name.split(separator: ".")
+            guard parts.count >= 3, let pid = pid_t(parts[parts.count - 2]), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            unlink(folder + "/" + name)
         }
     }
 
@@ -125,15 +136,24 @@ public enum SafeFiles {
             if result == 0 || (errno != EINVAL && errno != ENOSYS) { return result }
         }
         guard link(from, to) == 0 else { return -1 }
-        unlink(from)
+        guard unlink(from) == 0 else {
+            // Not removable (a sticky folder, another user's file): undo, and say why.
+            let code = errno
+            unlink(to)
+            errno = code
+            return -1
+        }
         return 0
     }
 
     /// `from` copied to `to` on another filesystem: written under a hidden name beside `to`,
     /// synced, checked to hold as many bytes as `from`, given `from`'s modification time, then
-    /// named; only then is `from` removed.
+    /// named; only then is `from` removed, and only if it is still the file that was copied (a
+    /// new version put in its place meanwhile stays). A copy `from` cannot be removed after is
+    /// taken back, and the move fails.
     private static func copyAcross(_ from: String, to: String) throws -> String {
         let folder = URL(fileURLWithPath: to).deletingLastPathComponent().path
+        removeStaleCopies(in: folder)
         let temporary = folder + "/." + URL(fileURLWithPath: to).lastPathComponent + ".\(getpid()).copying"
         let fail = { (what: String) -> WatchError in
             let text = String(cString: strerror(errno))
@@ -176,8 +196,18 @@ public enum SafeFiles {
             guard errno == EEXIST else { throw fail("naming the copy failed") }
             target = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: to).lastPathComponent, in: folder)
         }
+        var now = stat()
+        guard lstat(from, &now) == 0, now.st_dev == info.st_dev, now.st_ino == info.st_ino, now.st_size == info.st_size,
+              now.st_mtim.tv_sec == info.st_mtim.tv_sec, now.st_mtim.tv_nsec == info.st_mtim.tv_nsec else {
+            unlink(target)
+            throw WatchError("cannot move '\(from)' to '\(folder)' (another disk): it was replaced while being copied")
+        }
+        guard unlink(from) == 0 else {
+            let text = String(cString: strerror(errno))
+            unlink(target)
+            throw WatchError("cannot move '\(from)' to '\(folder)' (another disk): removing it after the copy failed: \(text)")
+        }
         FolderWrites.sync(folder: folder)
-        unlink(from)
         FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
         return target
     }

@@ -273,8 +273,15 @@ public final class Watcher: @unchecked Sendable {
                     say("job \(job.id) ('\(job.source)') was interrupted while finishing; it runs again")
                     continue
                 }
-                let moved = try SafeFiles.move(source, into: config.folder.mirror(config.folder.originals, of: job.source))
-                say("recovered job \(job.id): '\(output)' checked, original moved to '\(moved)'")
+                do {
+                    let moved = try SafeFiles.move(source, into: config.folder.mirror(config.folder.originals, of: job.source))
+                    say("recovered job \(job.id): '\(output)' checked, original moved to '\(moved)'")
+                } catch {
+                    // As when finishing: it stays, and is not taken again (this threw, and the
+                    // watcher could not start at all).
+                    try store.markStayed(id: job.id)
+                    say("recovered job \(job.id): '\(output)' checked; '\(job.source)': \(error); the original stays in place and is not taken again unless it changes")
+                }
             }
             try store.finish(id: job.id, now: now)
         }
@@ -519,8 +526,9 @@ final class RunningJob: @unchecked Sendable {
         if let planned, outcome != .exited(0) { PartialFile.remove(for: planned.path, pid: process.pid) }
         let logTail = Self.tail(of: logPath, lines: 20)
         if cancelled {
-            // Kept for resuming after a stop; a cancelled job will not resume.
-            if let planned { QueueActions.removeChunks(of: planned.path) }
+            // Kept for resuming after a stop; a cancelled job will not resume. (A claim lost to
+            // an expired lease, after a sleep, is not a cancel: its chunks are the next run's.)
+            if let planned, (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
             return
         }
         if lock.withLock({ shuttingDown }) {
@@ -675,7 +683,10 @@ extension NSLock {
 /// job slot.
 final class Hooks: @unchecked Sendable {
     private let lock = NSLock()
+    /// Shells still running, and the process groups of all started (kept until no process is
+    /// left in them: a command's own background processes outlive its shell).
     private var running: Set<pid_t> = []
+    private var groups: Set<pid_t> = []
 
     func start(_ command: String, environment: [String: String], job: String, log: @escaping @Sendable (String) -> Void) {
         var actions = posix_spawn_file_actions_t()
@@ -693,7 +704,10 @@ final class Hooks: @unchecked Sendable {
         var pid = pid_t()
         lock.lock()
         let spawned = withChildSpawnAttributes { posix_spawn(&pid, "/bin/sh", &actions, $0, argv, envp) }
-        if spawned == 0 { running.insert(pid) }
+        if spawned == 0 {
+            running.insert(pid)
+            groups.insert(pid)
+        }
         lock.unlock()
         guard spawned == 0 else {
             log("--exec-after could not run for \(job): \(String(cString: strerror(spawned)))")
@@ -710,19 +724,28 @@ final class Hooks: @unchecked Sendable {
         }
     }
 
-    /// Waits for the commands still running; once `stop` is set (or at once if it is), they are
-    /// sent SIGTERM, and SIGKILL five seconds later.
+    /// Waits for the commands still running; once `stop` is set (or at once if it is), their
+    /// process groups are sent SIGTERM, and SIGKILL five seconds later, until none is left.
     func finish(stop: CancellationFlag, say: (String) -> Void) {
         var terminatedAt: Date?
         while true {
-            let left = lock.withLock { running }
-            if left.isEmpty { return }
+            let (shells, alive) = lock.withLock {
+                groups = groups.filter { kill(-$0, 0) == 0 || errno != ESRCH }
+                return (running, groups)
+            }
+            if shells.isEmpty && (terminatedAt == nil || alive.isEmpty) {
+                if stop.isCancelled && terminatedAt == nil && !alive.isEmpty {
+                    // Left behind by commands that have ended (started in the background): stopped with the watcher.
+                    alive.forEach { kill(-$0, SIGTERM) }
+                }
+                return
+            }
             if stop.isCancelled && terminatedAt == nil {
-                say("stopping \(left.count) --exec-after command(s)")
-                left.forEach { kill(-$0, SIGTERM) }
+                say("stopping \(shells.count) --exec-after command(s)")
+                alive.forEach { kill(-$0, SIGTERM) }
                 terminatedAt = Date()
             }
-            if let at = terminatedAt, Date().timeIntervalSince(at) > 5 { left.forEach { kill(-$0, SIGKILL) } }
+            if let at = terminatedAt, Date().timeIntervalSince(at) > 5 { alive.forEach { kill(-$0, SIGKILL) } }
             usleep(50_000)
         }
     }

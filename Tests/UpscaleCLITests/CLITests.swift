@@ -171,6 +171,21 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["clip Upscaled.mov", "pipes", "street-2s.mp4"])
         let output = dir.appendingPathComponent("clip Upscaled.mov").path
         XCTAssertEqual(try MediaProbe.packets(output, stream: try XCTUnwrap(MediaProbe.info(output).videoStreamIndex)).count, 20)
+
+        // /dev/stdin given a file (`upscale /dev/stdin < clip.mp4`): it leads to a regular file,
+        // and the output went beside it, into /dev. It goes to the current folder.
+        try FileManager.default.removeItem(atPath: output)
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["/dev/stdin", "--width", "256", "--preset", "ultrafast", "--quiet"]
+        process.currentDirectoryURL = dir
+        process.standardInput = try FileHandle(forReadingFrom: dir.appendingPathComponent("street-2s.mp4"))
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertEqual(listing(dir), ["pipes", "stdin Upscaled.mov", "street-2s.mp4"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "/dev/stdin Upscaled.mov"))
     }
 
     /// WebM damaged in the middle: FFmpeg's Matroska demuxer skips to the next cluster it

@@ -132,6 +132,20 @@ final class StillImageTests: XCTestCase {
             let xmp = String(decoding: try XCTUnwrap(try blob(out, "xmp-data")), as: UTF8.self)
             XCTAssertTrue(xmp.contains(tag == 6 ? "tiff:Orientation=\"1\"" : "<tiff:Orientation>1</tiff:Orientation>"), xmp)
         }
+        // An XMP orientation with no EXIF one: the pixels are not turned, so it stays as it was
+        // for the programs that turn by it.
+        let xmpOnly = try make("xmp-only.png") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+            vips_image_remove(out, "exif-data")
+            vips_image_remove(out, "orientation")
+            let xmp = Data("<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\" xmlns:tiff=\"http://ns.adobe.com/tiff/1.0/\"><rdf:Description tiff:Orientation=\"6\"/></rdf:RDF></x:xmpmeta>".utf8)
+            xmp.withUnsafeBytes { upscale_vips_set_blob_copy(out, "xmp-data", $0.baseAddress, $0.count) }
+            return try XCTUnwrap(out)
+        }
+        XCTAssertEqual(try run([xmpOnly]).status, 0)
+        let kept = String(decoding: try XCTUnwrap(try blob(path("xmp-only Upscaled.png"), "xmp-data")), as: UTF8.self)
+        XCTAssertTrue(kept.contains("tiff:Orientation=\"6\""), kept)
     }
 
     /// Mean of each band of an 8-bit image.

@@ -215,14 +215,15 @@ final class WatchFolderTests: XCTestCase {
     }
 
     /// A slow --exec-after command holds no job slot (the next file waited for it), and stopping
-    /// the watcher stops it and all it started (they were left running, and the first SIGTERM
-    /// waited for them).
+    /// the watcher stops it and all it started, also what a command that has ended left running
+    /// (they were left running, and the first SIGTERM waited for them).
     func testSlowExecAfterHoldsNoSlotAndStopsWithTheWatcher() throws {
         try drop(Self.clip, as: "a.mp4")
         try drop(Self.clip, as: "b.mp4")
         let pids = inbox.deletingLastPathComponent().appendingPathComponent("hook-pids").path
         let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--jobs", "1",
-                                      "--exec-after", "sleep 300 & echo $! >> '\(pids)'; echo $$ >> '\(pids)'; wait"] + Self.encode)
+                                      // a's command waits for its sleep; b's ends and leaves it running.
+                                      "--exec-after", "sleep 300 & echo $! >> '\(pids)'; echo $$ >> '\(pids)'; case \"$UPSCALE_INPUT\" in *a.mp4) wait;; esac"] + Self.encode)
         defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
         try waitFor("both files upscaled while the first command sleeps", timeout: 60) { files("Upscaled").count == 2 }
         try waitFor("both commands started") { ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n").count == 4 }
@@ -413,6 +414,35 @@ final class WatchFolderTests: XCTestCase {
         let job = try XCTUnwrap(try listing().jobs.first)
         XCTAssertEqual(job.state, "done")
         XCTAssertEqual(job.attempts, 1, "ran twice")
+
+        // The same, with an original that cannot be moved out: it stays, as when finishing (the
+        // restarted watcher failed on it and could not start at all).
+        try drop(Self.clip, as: "b.mp4")
+        let third = try watchOnce(Self.encode, environment: ["UPSCALE_TEST_HOOK": "watcher-dies-finishing"])
+        XCTAssertEqual(third.status, 128 + SIGKILL)
+        let originals = inbox.appendingPathComponent("Originals")
+        try FileManager.default.moveItem(at: originals, to: inbox.deletingLastPathComponent().appendingPathComponent("kept"))
+        try Data("a file, not a folder".utf8).write(to: originals)
+        let fourth = try watchOnce()
+        XCTAssertEqual(fourth.status, 0, fourth.stderr)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "b.mp4" }?.state, "done")
+        XCTAssertTrue(files("").contains("b.mp4"))
+        XCTAssertEqual(try watchOnce().status, 0)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4", "b Upscaled.mp4"])
+    }
+
+    /// A name in Originals/ taken by a dangling symbolic link (an archive disk not mounted): the
+    /// original gets the next free name. The link was not seen as taken, the rename refused it,
+    /// and the move chose the same name again, for good, at full speed.
+    func testADanglingLinkInOriginalsTakesItsName() throws {
+        try drop(Self.clip, as: "clip.mp4")
+        try FileManager.default.createDirectory(at: inbox.appendingPathComponent("Originals"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: inbox.appendingPathComponent("Originals/clip.mp4").path, withDestinationPath: "/nowhere/clip.mp4")
+        let run = try upscale(["watch", inbox.path, "--once", "--settle", "0.3"] + Self.encode, timeout: 60)
+        XCTAssertFalse(run.hung, "the move spun")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(files("Originals"), ["clip 2.mp4", "clip.mp4"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/clip 2.mp4")), try Data(contentsOf: Self.clip))
     }
 
     func testCollisionsGetNumberedNamesAndOptionsAreRemembered() throws {

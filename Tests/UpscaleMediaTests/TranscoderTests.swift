@@ -583,6 +583,8 @@ final class TranscoderTests: XCTestCase {
             let info = try MediaProbe.info(out)
             XCTAssertEqual(info.duration, source.duration, accuracy: 0.1, ext)
             XCTAssertEqual(try Measure.videoSeconds(out).first ?? -1, 0, accuracy: 0.05, ext)
+            // MPEG-TS has no default flag: the one video is made the default (not so in .mkv).
+            XCTAssertEqual(info.video?.isDefault, true, ext)
         }
         let mkv = dir.appendingPathComponent("late.mkv").path
         try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: mkv, delay: 10)
