@@ -85,10 +85,14 @@ final class DashboardBrowserTests: XCTestCase {
         (status, text) = try run([fixture.folder.root, "--listen", "0.0.0.0:0", "--token-file", tokenFile])
         XCTAssertEqual(status, 2)
         XCTAssertTrue(text.contains("at least 16 characters"), text)
-        // A folder without a queue.
-        (status, text) = try run([fixture.folder.root + "/nowhere"])
+        // A folder without a queue, and one that is not there.
+        try FileManager.default.createDirectory(atPath: fixture.folder.root + "/empty", withIntermediateDirectories: true)
+        (status, text) = try run([fixture.folder.root + "/empty"])
         XCTAssertEqual(status, 1)
         XCTAssertTrue(text.hasPrefix("error: ") && text.contains("has no queue yet"), text)
+        (status, text) = try run([fixture.folder.root + "/nowhere"])
+        XCTAssertEqual(status, 1)
+        XCTAssertTrue(text.hasPrefix("error: ") && text.contains("/nowhere' is not a folder"), text)
         // A port already taken.
         let (first, url) = try Self.serve([fixture.folder.root])
         defer { first.terminate() }
