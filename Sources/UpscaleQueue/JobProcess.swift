@@ -51,14 +51,7 @@ public final class JobProcess: @unchecked Sendable {
         env["SWIFT_BACKTRACE"] = "enable=no"
         env[Self.parentVariable] = String(getpid())
         for (key, value) in environment { env[key] = value }
-        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer {
-            envp.forEach { free($0) }
-            argv.forEach { free($0) }
-        }
-        var child = pid_t()
-        let spawned = withChildSpawnAttributes { posix_spawn(&child, executable, &actions, $0, argv, envp) }
+        let (spawned, child) = spawnInOwnGroup(executable, arguments, environment: env, actions: &actions)
         close(writeEnd)
         guard spawned == 0 else {
             close(readEnd)
@@ -248,23 +241,33 @@ private final class LineCollector: @unchecked Sendable {
     }
 }
 
-/// posix_spawn attributes for a child in a process group of its own (so that it and all it
-/// starts can be signalled together), with the signals a user sends at their default action
-/// and none blocked, whatever this process does with them.
-func withChildSpawnAttributes<T>(_ body: (UnsafePointer<posix_spawnattr_t>) throws -> T) rethrows -> T {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        return try body(&attributes)
+/// Starts `executable` with `arguments` and exactly `environment`, in a process group of its
+/// own (so that it and all it starts can be signalled together), with the signals a user sends
+/// at their default action and none blocked, whatever this process does with them. Returns
+/// posix_spawn's result (0 or an errno) and the child's pid.
+func spawnInOwnGroup(_ executable: String, _ arguments: [String], environment: [String: String],
+                     actions: inout posix_spawn_file_actions_t) -> (status: Int32, pid: pid_t) {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+    posix_spawnattr_setpgroup(&attributes, 0)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, sig) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer {
+        envp.forEach { free($0) }
+        argv.forEach { free($0) }
+    }
+    var pid = pid_t()
+    let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+    return (status, pid)
 }
 
 /// The child's side of the report pipe: one line per message, written whole.

@@ -694,16 +694,8 @@ final class Hooks: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        let words: [String] = ["/bin/sh", "-c", command]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer {
-            envp.forEach { free($0) }
-            argv.forEach { free($0) }
-        }
-        var pid = pid_t()
         lock.lock()
-        let spawned = withChildSpawnAttributes { posix_spawn(&pid, "/bin/sh", &actions, $0, argv, envp) }
+        let (spawned, pid) = spawnInOwnGroup("/bin/sh", ["-c", command], environment: env, actions: &actions)
         if spawned == 0 {
             running.insert(pid)
             groups.insert(pid)
