@@ -148,9 +148,8 @@ public final class Watcher: @unchecked Sendable {
             guard let (names, undecodable) = Self.names(in: dir) else { return }
             // A name that is not UTF-8 (from an old Latin-1 system or archive) cannot be named to
             // FFmpeg or the store: said once, instead of being passed over without a word.
-            for raw in undecodable where !ignoredOnce.contains(relative + "/" + raw) {
-                ignoredOnce.insert(relative + "/" + raw)
-                say("ignoring '\(relative.isEmpty ? "" : relative + "/")\(raw)': its name is not UTF-8; rename it to have it upscaled")
+            for raw in undecodable {
+                sayOnce(about: relative + "/" + raw, "ignoring '\(relative.isEmpty ? "" : relative + "/")\(raw)': its name is not UTF-8; rename it to have it upscaled")
             }
             for name in names {
                 if relative.isEmpty && WatchFolder.ownFolders.contains(name) { continue }
@@ -164,27 +163,18 @@ public final class Watcher: @unchecked Sendable {
                 guard !Self.isJunk(name) else { continue }
                 guard (info.st_mode & S_IFMT) == S_IFREG else {
                     // A link would be upscaled and then moved, not the file it names: said once.
-                    if (info.st_mode & S_IFMT) == S_IFLNK && !ignoredOnce.contains(rel) {
-                        ignoredOnce.insert(rel)
-                        say("ignoring '\(rel)': a symbolic link (drop the file itself)")
-                    }
+                    if (info.st_mode & S_IFMT) == S_IFLNK { sayOnce(about: rel, "ignoring '\(rel)': a symbolic link (drop the file itself)") }
                     continue
                 }
                 let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
                 guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) else {
-                    if !ignoredOnce.contains(rel) {
-                        ignoredOnce.insert(rel)
-                        say("ignoring '\(rel)': not a video or image file")
-                    }
+                    sayOnce(about: rel, "ignoring '\(rel)': not a video or image file")
                     continue
                 }
                 // An empty file is a placeholder (Firefox makes one, then renames its .part download
                 // over it) or a copy not begun: it waits for content instead of failing.
                 guard info.st_size > 0 else {
-                    if !ignoredOnce.contains(rel) {
-                        ignoredOnce.insert(rel)
-                        say("waiting for '\(rel)': it is empty (0 bytes) so far")
-                    }
+                    sayOnce(about: rel, "waiting for '\(rel)': it is empty (0 bytes) so far")
                     continue
                 }
                 ignoredOnce.remove(rel)
@@ -194,6 +184,11 @@ public final class Watcher: @unchecked Sendable {
         }
         walk("")
         return found
+    }
+
+    /// Says `text` the first time a scan finds `key` (a file left alone is named once).
+    private func sayOnce(about key: String, _ text: String) {
+        if ignoredOnce.insert(key).inserted { say(text) }
     }
 
     /// The names in `dir`: those that are UTF-8, and the others with their odd bytes as \xNN.
