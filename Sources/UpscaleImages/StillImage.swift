@@ -177,7 +177,7 @@ public final class StillImage {
         }
         var closed = false
         defer { if !closed { fclose(file) } }
-        let rowBytes = size.width * bands * (sixteenBit ? 2 : 1)
+        let rowBytes = rowBytes(width: size.width)
         let stripRows = max(1, stripBytes / max(1, rowBytes))
         var groups: [Range<Int>] = []
         var first = 0
@@ -316,6 +316,13 @@ public final class StillImage {
         }
         return nil
     }
+
+    /// Bytes of one output row of `width` samples as the strips hold it (all bands, 8 or 16 bits).
+    private func rowBytes(width: Int) -> Int { width * (colourBands + (hasAlpha ? 1 : 0)) * (sixteenBit ? 2 : 1) }
+
+    /// Bytes of the raw strip file for an output of `size`: the room it needs beside the output
+    /// until the save is done.
+    public func stripFileBytes(for size: (width: Int, height: Int)) -> Int64 { Int64(rowBytes(width: size.width)) * Int64(size.height) }
 
     /// The raw strip file `upscale` writes beside the file it saves to `path`.
     public static func stripFile(for path: String) -> String { path + ".raw" }

@@ -26,9 +26,9 @@ extension UpscaleCommand {
         // The raw strips wait on disk beside the output until libvips has saved it: a folder
         // without room for them failed at the first strip that did not fit, naming a hidden file.
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        let stripBytes = Int64(size.width) * Int64(size.height) * Int64(still.colourBands + (still.hasAlpha ? 1 : 0)) * (still.sixteenBit ? 2 : 1)
-        if let free = freeBytes(folder), free < stripBytes {
-            let text = "'\(folder)' has \(megabytes(free)) free; upscaling '\(input)' to \(size.width)x\(size.height) needs \(megabytes(stripBytes)) there for its working file, and room for the saved image"
+        let needed = still.stripFileBytes(for: size)
+        if let free = freeBytes(folder), free < needed {
+            let text = "'\(folder)' has \(megabytes(free)) free; upscaling '\(input)' to \(size.width)x\(size.height) needs \(megabytes(needed)) there for its working file, and room for the saved image"
             if waitForSpace {
                 // The watch folder waits and tries again, as for a video.
                 reporter.send(JobReport.error(kind: "space", text: text).line)
@@ -41,7 +41,7 @@ extension UpscaleCommand {
         let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + URL(fileURLWithPath: output).pathExtension
         var renamed = false
         defer { if !renamed { unlink(partial) } }
-        let strip = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
+        let stripBytes = ProcessInfo.processInfo.environment["UPSCALE_STILL_STRIP_BYTES"].flatMap { Int($0) } ?? 64 << 20
         // Cancelled (Ctrl-C, SIGTERM): stop between strips, and never put a file in place after it.
         // libvips' AVIF, HEIC and JPEG XL savers then encode for tens of seconds without looking
         // up: a cancel that has not ended the work half a second later removes this job's files
@@ -63,7 +63,7 @@ extension UpscaleCommand {
         do {
             defer { working.off() }
             made = try still.upscale(to: size, kernel: encode.kernel, refine: encode.refine ?? true, threads: threads,
-                                     saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: strip,
+                                     saveTo: partial, quality: encode.quality, strip: encode.strip, stripBytes: stripBytes,
                                      cancelled: { cancel.isCancelled })
         } catch let error as ImagePlanes.ImageError {
             // Named as the user knows it, not by its hidden temporary name.
