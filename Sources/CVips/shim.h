@@ -23,7 +23,8 @@
     X(vips_image_get_int) X(vips_image_set_int) X(vips_image_get_blob) X(vips_image_set_blob_copy) \
     X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
     X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
-    X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform)
+    X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform) \
+    X(vips_linear1) X(vips_max)
 
 typedef struct {
 #define UPSCALE_VIPS_ENTRY(name) __typeof__(&name) name;
@@ -107,6 +108,8 @@ static inline const upscale_vips_table *upscale_vips(void) {
 #define vips_crop (upscale_vips()->vips_crop)
 #define vips_icc_export (upscale_vips()->vips_icc_export)
 #define vips_icc_transform (upscale_vips()->vips_icc_transform)
+#define vips_linear1 (upscale_vips()->vips_linear1)
+#define vips_max (upscale_vips()->vips_max)
 
 static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
@@ -185,6 +188,17 @@ static inline int upscale_vips_cast(VipsImage *in, VipsImage **out, VipsBandForm
 static inline int upscale_vips_cast_shift(VipsImage *in, VipsImage **out, VipsBandFormat format) {
     return vips_cast(in, out, format, "shift", TRUE, NULL);
 }
+/// Every sample times `factor`, then cast to `format` (clipped to its range): signed samples
+/// stretched so that their largest positive value is the new format's white.
+static inline int upscale_vips_scale_cast(VipsImage *in, VipsImage **out, double factor, VipsBandFormat format) {
+    VipsImage *scaled = NULL;
+    if (vips_linear1(in, &scaled, factor, 0.0, NULL)) return -1;
+    int status = vips_cast(scaled, out, format, NULL);
+    g_object_unref(scaled);
+    return status;
+}
+/// The largest sample of any band (the whole picture is decoded for it).
+static inline int upscale_vips_max(VipsImage *in, double *largest) { return vips_max(in, largest, NULL); }
 static inline int upscale_vips_copy_as(VipsImage *in, VipsImage **out, VipsInterpretation space) {
     return vips_copy(in, out, "interpretation", space, NULL);
 }

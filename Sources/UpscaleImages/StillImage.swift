@@ -84,9 +84,23 @@ public final class StillImage {
         // 0 or 1: black; Lab as if RGB).
         let floating = [VIPS_FORMAT_FLOAT, VIPS_FORMAT_DOUBLE, VIPS_FORMAT_COMPLEX, VIPS_FORMAT_DPCOMPLEX].contains(upscale_vips_format(current))
         let plain = [VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB16, VIPS_INTERPRETATION_B_W, VIPS_INTERPRETATION_GREY16]
+        // libvips takes gray and sRGB floats as 0…255; most programs that write them (GIMP,
+        // ImageMagick, scientific tools) mean 0…1, which came out black. A picture whose
+        // brightest sample is at most 1 is taken as 0…1.
+        var unitRange = false
+        if floating && (space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_sRGB) {
+            var largest = 0.0
+            var stretched: UnsafeMutablePointer<VipsImage>?
+            if upscale_vips_max(current, &largest) == 0, largest <= 1,
+               upscale_vips_scale_cast(current, &stretched, 255, VIPS_FORMAT_FLOAT) == 0, let stretched {
+                upscale_vips_unref(current)
+                current = stretched
+                unitRange = true
+            }
+        }
         if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
             let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
-            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")")
+            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : "")\(unitRange ? " (samples of 0 to 1)" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")")
             try convert(to: grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16)
         }
         let bands = Int(upscale_vips_bands(current))
@@ -102,10 +116,19 @@ public final class StillImage {
             || format == VIPS_FORMAT_INT || format == VIPS_FORMAT_FLOAT || format == VIPS_FORMAT_DOUBLE
         if format != VIPS_FORMAT_UCHAR && format != VIPS_FORMAT_USHORT {
             var cast: UnsafeMutablePointer<VipsImage>?
-            // 32-bit integers keep their top 16 bits (a plain cast clipped them to white).
-            let wide = format == VIPS_FORMAT_UINT || format == VIPS_FORMAT_INT
+            // Unsigned 32-bit integers keep their top 16 bits (a plain cast clipped them to
+            // white). Signed samples are stretched so that their largest positive value is
+            // white (cast or shifted, they came out at half level); negatives are black.
             let target = sixteenBit ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR
-            guard (wide ? upscale_vips_cast_shift(current, &cast, target) : upscale_vips_cast(current, &cast, target)) == 0, let cast else {
+            let signedTop: Double? = format == VIPS_FORMAT_CHAR ? 127 : format == VIPS_FORMAT_SHORT ? 32767 : format == VIPS_FORMAT_INT ? 2147483647 : nil
+            let status = if let signedTop {
+                upscale_vips_scale_cast(current, &cast, (sixteenBit ? 65535 : 255) / signedTop, target)
+            } else if format == VIPS_FORMAT_UINT {
+                upscale_vips_cast_shift(current, &cast, target)
+            } else {
+                upscale_vips_cast(current, &cast, target)
+            }
+            guard status == 0, let cast else {
                 upscale_vips_unref(current)
                 throw ImagePlanes.failure("cannot read the samples of '\(path)'")
             }
