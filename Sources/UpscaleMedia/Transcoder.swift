@@ -1,6 +1,7 @@
 import CFFmpeg
 import Foundation
 import Logging
+import Synchronization
 import UpscaleCore
 
 /// How far a job is, reported about every frame from the encoding stage.
@@ -47,6 +48,8 @@ public final class Transcoder {
     private let logger: Logger
     /// Where the packets read so far end, in seconds: the latest of any stream's.
     private let lastRead = LatestTime()
+    /// Where the file's last picture could not be decoded, when nothing came after it (see `pump`).
+    private let endDamage = Mutex<String?>(nil)
 
     public init(job: Job, logger: Logger = Logger(label: "upscale")) {
         self.job = job
@@ -161,6 +164,9 @@ public final class Transcoder {
                 throw UpscaleError(.input, "'\(job.input)' gave no picture to upscale: it is cut short or damaged; nothing was written (copy or export it again)")
             }
             noteEarlyEnd(input: input)
+            if let place = endDamage.withLock({ $0 }) {
+                logger.notice("'\(job.input)' ends in a picture that cannot be decoded, at \(place): it may be cut short (a recording that was stopped, an unfinished copy); the output stops before that picture")
+            }
             if MediaLibrary.demuxErrors > input.demuxErrorsAtOpen {
                 // Matroska skips a damaged stretch to the next cluster it recognises and goes on:
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
@@ -399,6 +405,11 @@ public final class Transcoder {
                     watch.waiting(false)
                     return inputPool.take()
                 }
+                // A damaged picture fails the job when another picture follows it; the last
+                // picture of a file cut short mid-picture (a recording stopped by a crash or a
+                // full disk, MPEG-TS above all) ends the output with a note instead, as the
+                // pictures before it are whole.
+                var heldDamage: UpscaleError?
                 reading: while try input.read(into: packet!) {
                     defer { av_packet_unref(packet) }
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
@@ -406,6 +417,7 @@ public final class Transcoder {
                     let p = packet!.pointee
                     if p.pts != noPTS { self.lastRead.see(Double(p.pts + max(p.duration, 0)) * input.stream(index).pointee.time_base.double) }
                     if index == videoIndex {
+                        if let heldDamage { throw heldDamage }
                         if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
                         do {
                             try decoder.decode(packet, make: take, emit: pushPicture)
@@ -416,6 +428,8 @@ public final class Transcoder {
                             // Pre-roll from the keyframe before a chunk: that keyframe's own open-GOP
                             // leading pictures lack their references (they belong to an earlier
                             // chunk, which decodes them whole). Frames of this chunk are checked.
+                        } catch let error as UpscaleError where error == decoder.damage?.error {
+                            heldDamage = error
                         }
                     } else if let route = routes[index] {
                         switch route {
@@ -429,9 +443,20 @@ public final class Transcoder {
                         }
                     }
                 }
-                do {
-                    try decoder.decode(nil, make: take, emit: pushPicture)
-                } catch is ChunkComplete {}
+                // The pictures held back for reordering come at the end; a damaged one among
+                // them (a frame-threaded decoder's error comes late) is skipped for the rest.
+                var draining = true
+                for _ in 0..<64 where draining {
+                    do {
+                        try decoder.decode(nil, make: take, emit: pushPicture)
+                        draining = false
+                    } catch is ChunkComplete {
+                        draining = false
+                    } catch let error as UpscaleError where error == decoder.damage?.error {
+                        heldDamage = heldDamage ?? error
+                    }
+                }
+                if heldDamage != nil, let place = decoder.damage?.place { self.endDamage.withLock { $0 = place } }
                 for case .audio(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
                 }

@@ -180,9 +180,11 @@ final class VideoDecoder {
         }
     }
 
+    /// The time of `pts` from the video's start, as a player shows it (the output starts at 0).
     private func seconds(_ pts: Int64) -> String {
         guard pts != noPTS else { return "unknown time" }
-        let t = Double(pts) * stream.pointee.time_base.double
+        let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
+        let t = Double(pts - start) * stream.pointee.time_base.double
         return String(format: "%.2f s", t)
     }
 
@@ -194,8 +196,16 @@ final class VideoDecoder {
         return Int((Double(pts - start) * stream.pointee.time_base.double * rate).rounded()) + 1
     }
 
+    /// The timestamp of the last packet sent.
+    private var lastSent = noPTS
+    /// The last damaged picture this decoder failed on: the error, and where ("frame 14 (2.72 s)").
+    private(set) var damage: (error: UpscaleError, place: String)?
+
     private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
-        UpscaleError(.processing, "'\(path)' has undecodable video at frame \(frameNumber(at: pts)) (\(seconds(pts))): \(detail); the file is damaged there — re-export or trim the source")
+        let place = "frame \(frameNumber(at: pts)) (\(seconds(pts)))"
+        let error = UpscaleError(.processing, "'\(path)' has undecodable video at \(place): \(detail); the file is damaged there — re-export or trim the source")
+        damage = (error, place)
+        return error
     }
 
     /// Sends one packet (nil flushes at the end) and hands every finished picture to `emit`,
@@ -248,8 +258,11 @@ final class VideoDecoder {
         _ packet: UnsafeMutablePointer<AVPacket>?, make: () -> Picture, emit: (Picture, Int64) throws -> Void
     ) throws {
         let sent = avcodec_send_packet(context, packet)
+        // While draining (nil), an error is of the last pictures sent: a frame-threaded
+        // decoder's come late, also from the send, which takes a finished picture first.
+        if let packet { lastSent = packet.pointee.pts }
         if sent < 0 && sent != averrorEOF && sent != averrorEAGAIN {
-            throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? noPTS)
+            throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? lastSent)
         }
         while true {
             let received = avcodec_receive_frame(context, frame)
@@ -259,7 +272,7 @@ final class VideoDecoder {
                 return
             }
             if received == averrorEAGAIN || received == averrorEOF { return }
-            if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? noPTS) }
+            if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? lastSent) }
             defer { av_frame_unref(frame) }
             try deliver(frame, make: make, emit: emit)
         }
@@ -271,7 +284,7 @@ final class VideoDecoder {
     ) throws {
         let pts = frame.pointee.best_effort_timestamp
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
-            throw damaged("corrupt picture data", pts: pts)
+            throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
         }
         if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
             throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")

@@ -375,6 +375,46 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(late.stderr.contains("cut short"), late.stderr)
     }
 
+    /// An MPEG-TS recording cut short in the middle of a picture (a recorder stopped by a crash
+    /// or a full disk) gives the pictures before it, with a note naming where it ends; it failed
+    /// as damaged with nothing written. Damage followed by more pictures still fails the job.
+    func testATransportStreamCutMidPictureKeepsWhatIsWhole() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let ts = dir.appendingPathComponent("clip.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: ts))
+        let videoPackets = { (path: String) throws -> [PacketRecord] in
+            try MediaProbe.packets(path, stream: try XCTUnwrap(MediaProbe.info(path).videoStreamIndex))
+        }
+        let sizes = Dictionary(try videoPackets(ts).map { ($0.pts, $0.size) }, uniquingKeysWith: { a, _ in a })
+        // The first cut from 85% on that ends inside a picture: its last packet is shorter there.
+        let cutPath = dir.appendingPathComponent("cut.ts").path
+        var read = 0
+        for tenth in 850..<950 {
+            try whole.prefix(whole.count * tenth / 1000).write(to: URL(fileURLWithPath: cutPath))
+            let packets = try videoPackets(cutPath)
+            if let last = packets.last, last.size < sizes[last.pts] ?? 0 {
+                read = packets.count
+                break
+            }
+        }
+        XCTAssertGreaterThan(read, 0, "no cut ends inside a picture")
+        let cut = try upscale(["cut.ts", "--width", "256", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(cut.status, 0, cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("'cut.ts' ends in a picture that cannot be decoded, at frame "), cut.stderr)
+        let output = dir.appendingPathComponent("cut Upscaled.mov").path
+        let written = try MediaProbe.packets(output, stream: try XCTUnwrap(MediaProbe.info(output).videoStreamIndex)).count
+        // All but the cut picture; H.264's frame-threaded decoder also loses the picture it was
+        // to give out with the damaged one (measured: 15 of 17 packets here).
+        XCTAssertTrue((read - 2...read - 1).contains(written), "\(written) pictures written of \(read) packets")
+        // The same bytes with a stretch taken out of the middle: damage with pictures after it.
+        try (whole.prefix(whole.count * 4 / 10 + 100) + whole.suffix(whole.count * 4 / 10)).write(to: dir.appendingPathComponent("gap.ts"))
+        let gap = try upscale(["gap.ts", "--width", "256", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(gap.status, 1, gap.stderr)
+        XCTAssertTrue(gap.stderr.contains("'gap.ts' has undecodable video at frame "), gap.stderr)
+        XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
+    }
+
     /// A file named "-….mp4" given as it is: argument-parser reads it as short options, and
     /// "-dash.mp4" printed the help (its "h") and exited 0. Now one line says how to name it.
     func testAFileNamedLikeAnOptionIsNamedSo() throws {
