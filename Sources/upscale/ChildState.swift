@@ -54,11 +54,27 @@ final class ChildState: @unchecked Sendable {
 final class RunningChild: @unchecked Sendable {
     private let lock = NSLock()
     private var child: JobProcess?
+    private var state: ChildState?
 
-    func set(_ value: JobProcess?) {
+    func set(_ value: JobProcess?, state: ChildState? = nil) {
         lock.lock()
         child = value
+        self.state = state
         lock.unlock()
+    }
+
+    /// Ends the child at once and removes its temporary file: a second Ctrl-C, where the
+    /// parent exits without waiting for the child's own clean-up (which went on for a second
+    /// or two after the shell's prompt was back, the file still there meanwhile).
+    func stopNow() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let child else { return }
+        child.kill9()
+        // Until it has ended (left for the main thread to reap), so nothing it does follows.
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        if let output = state?.output { PartialFile.remove(for: output, pid: child.pid) }
     }
 
     func terminate() {

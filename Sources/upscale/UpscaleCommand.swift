@@ -109,7 +109,10 @@ struct UpscaleCommand: ParsableCommand {
         let console = ConsoleOutput(quiet: quiet)
         let cancel = CancellationFlag()
         let running = RunningChild()
-        let trap = SignalTrap {
+        let trap = SignalTrap(onRepeat: {
+            running.stopNow()
+            FileHandle.standardError.write(Data("error: cancelled; no output was written\n".utf8))
+        }) {
             cancel.cancel()
             running.terminate()
         }
@@ -145,7 +148,7 @@ struct UpscaleCommand: ParsableCommand {
             } else {
                 child = try JobProcess(executable: executable, arguments: arguments, onLine: state.handle)
             }
-            running.set(child)
+            running.set(child, state: state)
             let outcome = child.wait()
             running.set(nil)
             state.finish(success: outcome == .exited(0))
