@@ -152,7 +152,8 @@ public final class ChunkedJob {
     }
 
     /// Runs the job; nil when the keyframe scan finds fewer than two chunks (run it in one piece).
-    /// `resume: false` starts over. A clean failure removes the work folder; cancelling keeps it.
+    /// `resume: false` starts over. A clean failure removes the work folder; cancelling or a
+    /// failure to write (a full disk) keeps it.
     public func run(resume: Bool = true, cancel: CancellationFlag = CancellationFlag(),
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> Outcome? {
         let started = Date()
@@ -272,8 +273,11 @@ public final class ChunkedJob {
             if cancel.isCancelled { stop.cancel() }
         }
         if let error = failure.current {
-            // A clean failure: nothing to resume.
-            try? fm.removeItem(atPath: workFolder)
+            // A clean failure of the input or the processing: nothing to resume. One of the
+            // output (a full disk, a folder made read-only) keeps the finished chunks for the
+            // next run, as its message says: they were removed, and a rerun after freeing
+            // space started from zero.
+            if (error as? UpscaleError)?.kind != .output { try? fm.removeItem(atPath: workFolder) }
             throw error
         }
         if cancel.isCancelled {

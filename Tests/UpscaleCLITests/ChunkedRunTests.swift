@@ -133,6 +133,51 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
     }
 
+    /// A disk that fills up while a chunk is written fails the run and keeps the finished
+    /// chunks, as its message says; after space is freed the same command resumes from them
+    /// and the result is whole. The work folder was removed, and the rerun started from zero.
+    func testADiskFullRunKeepsItsChunksForTheNextRun() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
+        let dir = try workspace()
+        let small = dir.appendingPathComponent("small")
+        try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
+        let shell = { (command: String) -> Int32 in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/sh")
+            p.arguments = ["-c", command]
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        guard try shell("mount -t tmpfs -o size=48m tmpfs '\(small.path)'") == 0 else { throw XCTSkip("tmpfs cannot be mounted here") }
+        defer { _ = try? shell("umount '\(small.path)'") }
+        let arguments = [source, "-o", small.appendingPathComponent("chunked.mkv").path] + exact
+        let work = small.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        // Fill what is left of the disk.
+        let filler = small.appendingPathComponent("filler")
+        FileManager.default.createFile(atPath: filler.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: filler)
+        let block = Data(count: 1 << 20)
+        while (try? handle.write(contentsOf: block)) != nil {}
+        try handle.close()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 1, text)
+        XCTAssertTrue(text.contains("the disk is full"), text)
+        let kept = finishedChunks(work)
+        XCTAssertGreaterThanOrEqual(kept, 1, "finished chunks were removed")
+
+        try FileManager.default.removeItem(at: filler)
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        let line = try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr)
+        XCTAssertEqual(line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.first, kept, String(line))
+        XCTAssertEqual(try MediaProbe.packets(small.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+    }
+
     func testInterruptedRunKeepsItsChunksAndNoResumeStartsOver() throws {
         let dir = try workspace()
         let arguments = [source, "-o", "chunked.mkv"] + exact
