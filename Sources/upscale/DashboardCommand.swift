@@ -19,7 +19,7 @@ struct DashboardCommand: ParsableCommand {
     @Argument(help: "The watched folder (or --queue for the shared queue).") var folder: String?
     @OptionGroup var queue: QueueOption
     @Option(help: "HOST:PORT to serve on (default 127.0.0.1:8080; port 0 picks a free one).") var listen = "127.0.0.1:8080"
-    @Option(help: "A file holding the access token (at least 16 characters); required off loopback.") var tokenFile: String?
+    @Option(help: "A file holding the access token (at least 16 characters); required off loopback.", transform: expandingTilde) var tokenFile: String?
 
     func run() throws {
         let (host, port) = try Self.address(listen)

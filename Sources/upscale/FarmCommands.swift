@@ -36,7 +36,7 @@ struct SubmitCommand: ParsableCommand {
     @OptionGroup var encode: EncodeOptions
     @OptionGroup var chunking: ChunkOptions
     @OptionGroup var queue: QueueOption
-    @Option(name: .shortAndLong, help: "Output folder (default: beside each input).") var output: String?
+    @Option(name: .shortAndLong, help: "Output folder (default: beside each input).", transform: expandingTilde) var output: String?
     @Option(help: "Higher runs first (default 0).") var priority = 0
     @Flag(help: "Replace existing outputs.") var overwrite = false
 

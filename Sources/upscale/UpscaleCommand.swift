@@ -32,7 +32,8 @@ struct UpscaleCommand: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Continue an interrupted chunked run from its finished chunks (default on; --no-resume starts over).")
     var resume = true
 
-    @Option(name: .shortAndLong, help: "Output file, or a folder (required to be a folder with several inputs).")
+    @Option(name: .shortAndLong, help: "Output file, or a folder (required to be a folder with several inputs).",
+            transform: expandingTilde)
     var output: String?
 
     @Flag(help: "Replace an existing output file.")

@@ -416,6 +416,23 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
     }
 
+    /// `--output=~/x.mp4`, where the shell leaves `~` as it is, is the home folder's x.mp4. The
+    /// job ran to its end and failed at the last step ("cannot move the finished file to
+    /// '~/x.mp4'"), its work thrown away.
+    func testATildeInTheOutputIsTheHomeFolder() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let home = dir.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let (process, out, err) = try launch(["street-2s.mp4", "--width", "256", "--preset", "ultrafast", "--output=~/x.mp4"], in: dir,
+                                             environment: ["HOME": home.path])
+        _ = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, stderr)
+        XCTAssertEqual(listing(home), ["x.mp4"])
+        XCTAssertEqual(try Self.probeSize(home.appendingPathComponent("x.mp4")), "256x192")
+    }
+
     /// A file named "-….mp4" given as it is: argument-parser reads it as short options, and
     /// "-dash.mp4" printed the help (its "h") and exited 0. Now one line says how to name it.
     func testAFileNamedLikeAnOptionIsNamedSo() throws {
