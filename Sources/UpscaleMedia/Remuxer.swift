@@ -16,11 +16,12 @@ public enum Remuxer {
     /// `dropAudio` leaves out the audio packets that start in that stretch (seconds): a gap in the
     /// audio's timestamps, as a recorder that pauses its sound writes.
     /// `cover` adds an image as cover art (a picture stream marked as attached, as .mp4 holds it).
+    /// `dispositions` sets output streams' flags by index (which audio track is the default).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
-                            retime: ((Int64) -> Int64)? = nil) throws {
+                            retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:]) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -40,6 +41,7 @@ public enum Remuxer {
                 o.pointee.avg_frame_rate = s.pointee.avg_frame_rate
                 av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
                 if cover != nil && n == sources.count - 1 { o.pointee.disposition = AV_DISPOSITION_ATTACHED_PIC }
+                if let disposition = dispositions[Int(o.pointee.index)] { o.pointee.disposition = disposition }
                 let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
                 if let sar = sampleAspect, isVideo {
                     let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))

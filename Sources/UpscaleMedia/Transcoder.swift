@@ -239,6 +239,9 @@ public final class Transcoder {
                     let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader, longestGap: length)
                     let out = try output.addStream(encoder: t.encoder)
                     av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
+                    // Which track plays first (default, forced) as in the source: the first
+                    // became the default when another was.
+                    output.stream(out).pointee.disposition = s.pointee.disposition
                     routes[i] = .audio(t, output: out)
                     transcoded += 1
                     logger.notice("audio stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); re-encoded to AAC")

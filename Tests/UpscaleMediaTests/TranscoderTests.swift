@@ -568,6 +568,23 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// Audio tracks re-encoded to AAC keep their flags: the second track, the default (say the
+    /// original language of a film), stays the default. Re-encoded tracks had none, and the
+    /// first became the default.
+    func testReencodedAudioKeepsWhichTrackIsTheDefault() throws {
+        let dir = try workspace(copying: ["street-vp9-opus.webm"])
+        let source = dir.appendingPathComponent("street-vp9-opus.webm").path
+        let two = dir.appendingPathComponent("two.mkv").path
+        // Streams: the video and its Opus, then the same again (the second video is left out).
+        try Remuxer.copy(source, to: two, adding: [source], dispositions: [1: 0, 3: 1]) // AV_DISPOSITION_DEFAULT
+        XCTAssertEqual(try MediaProbe.info(two).streams.filter { $0.kind == .audio }.map(\.isDefault), [false, true])
+        let out = dir.appendingPathComponent("two.mov").path
+        _ = try run(two, UpscaleOptions(width: 256, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        let audio = try MediaProbe.info(out).streams.filter { $0.kind == .audio }
+        XCTAssertEqual(audio.map(\.codec), ["aac", "aac"])
+        XCTAssertEqual(audio.map(\.isDefault), [false, true])
+    }
+
     /// A file whose timestamps start late (an MPEG-TS recording an hour in; Matroska with
     /// chapters 10 s in) gives an output that starts at 0 and lasts as long as the input, its
     /// streams and chapters moved together. Before, the start became an empty stretch before
