@@ -16,11 +16,16 @@ final class OutputFile {
     /// before the picture in .mov/.mkv output. Streams keep their offsets to one another.
     private var startOffset: Int64 = 0
 
-    /// Takes the input's start (a positive one; a negative start, as edit lists give, is left
-    /// to the muxer) as the offset. Call before chapters are copied and packets written.
+    /// Takes the input's start as the offset: a positive one, and a negative one of MPEG
+    /// program or transport streams, whose 33-bit clock wraps every 26.5 hours (FFmpeg gives
+    /// what precedes the wrap negative times, which the .mov/.mp4 muxer's edit list then hid:
+    /// 9 of 20 pictures of a recording that crossed it). Other negative starts, as .mov/.mp4
+    /// edit lists and codec delays give, are left to the muxer. Call before chapters are
+    /// copied and packets written.
     func startAtZero(input: UnsafeMutablePointer<AVFormatContext>) {
         let start = input.pointee.start_time
-        startOffset = start != noPTS && start > 0 ? start : 0
+        let format = input.pointee.iformat.map { String(cString: $0.pointee.name) } ?? ""
+        startOffset = start == noPTS ? 0 : start > 0 || ["mpegts", "mpeg"].contains(format) ? start : 0
     }
 
     init(finalPath: String, muxer: String) throws {

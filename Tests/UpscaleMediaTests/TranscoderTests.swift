@@ -603,6 +603,18 @@ final class TranscoderTests: XCTestCase {
             // MPEG-TS has no default flag: the one video is made the default (not so in .mkv).
             XCTAssertEqual(info.video?.isDefault, true, ext)
         }
+        // A recording that crosses MPEG's 33-bit clock wrap (every 26.5 hours) 0.6 s in: FFmpeg
+        // gives what precedes the wrap negative times, which the .mov edit list hid (9 of 20
+        // pictures and their sound).
+        let wrap = dir.appendingPathComponent("wrap.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: wrap, delay: 95441.5)
+        XCTAssertLessThan(try Measure.videoSeconds(wrap).first ?? 0, -0.5)
+        let wrapped = dir.appendingPathComponent("wrap.mov").path
+        _ = try run(wrap, UpscaleOptions(width: 384, output: wrapped, encoder: EncoderSettings(preset: "ultrafast")))
+        let times = try Measure.videoSeconds(wrapped)
+        XCTAssertEqual(times.count, 20)
+        XCTAssertEqual(times.first ?? -1, 0, accuracy: 0.05)
+        XCTAssertEqual(try MediaProbe.info(wrapped).duration, source.duration, accuracy: 0.1)
         let mkv = dir.appendingPathComponent("late.mkv").path
         try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: mkv, delay: 10)
         let late = try MediaProbe.info(mkv)
