@@ -55,6 +55,8 @@ public struct MediaInfo: Sendable {
     public let videoStreamIndex: Int?
     /// Chapter titles with start and end in seconds.
     public let chapters: [(title: String, start: Double, end: Double)]
+    /// The file's own tags (title, creation time, a phone's make and location…).
+    public let tags: [String: String]
 
     public var video: StreamInfo? { videoStreamIndex.map { streams[$0] } }
 
@@ -139,8 +141,14 @@ public enum MediaProbe {
             let tb = c.pointee.time_base.double
             chapters.append((title, Double(c.pointee.start) * tb, Double(c.pointee.end) * tb))
         }
+        var tags: [String: String] = [:]
+        var entry: UnsafeMutablePointer<AVDictionaryEntry>?
+        while let next = av_dict_get(input.context.pointee.metadata, "", entry, AV_DICT_IGNORE_SUFFIX) {
+            tags[String(cString: next.pointee.key)] = String(cString: next.pointee.value)
+            entry = next
+        }
         return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
-                         videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters)
+                         videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters, tags: tags)
     }
 
     /// Decodes the last `seconds` of the main video stream (seeking to the keyframe before

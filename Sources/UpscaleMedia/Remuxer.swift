@@ -17,11 +17,13 @@ public enum Remuxer {
     /// audio's timestamps, as a recorder that pauses its sound writes.
     /// `cover` adds an image as cover art (a picture stream marked as attached, as .mp4 holds it).
     /// `dispositions` sets output streams' flags by index (which audio track is the default).
+    /// `metadata` adds file tags (a phone's `com.apple.quicktime.*` keys, written as it does).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
-                            retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:]) throws {
+                            retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:],
+                            metadata: [String: String] = [:]) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -64,7 +66,10 @@ public enum Remuxer {
         copyChapters(from: sources[0].context, into: out, movedBy: Int64((delay * Double(AV_TIME_BASE)).rounded()))
         try check(avio_open(&out.pointee.pb, localURL(output), AVIO_FLAG_WRITE), "cannot write '\(output)'", kind: .output)
         defer { avio_closep(&out.pointee.pb) }
-        try check(avformat_write_header(out, nil), "cannot start '\(output)'")
+        for (key, value) in metadata { av_dict_set(&out.pointee.metadata, key, value, 0) }
+        var options = headerOptions(for: out)
+        defer { av_dict_free(&options) }
+        try check(avformat_write_header(out, &options), "cannot start '\(output)'")
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
         defer { av_packet_free(&packet) }
         for (n, source) in sources.enumerated() {

@@ -568,6 +568,25 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// A phone's QuickTime keys (an iPhone's location, make and model; Android's capture rate,
+    /// which marks slow motion) are kept in .mov and .mp4, beside the title. They were dropped:
+    /// the muxer writes only the keys it has an atom for, unless told to write them all.
+    func testPhoneMetadataKeysAreKept() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let phone = dir.appendingPathComponent("phone.mov").path
+        let keys = ["com.apple.quicktime.location.ISO6709": "+48.8584+002.2945+035.000/",
+                    "com.apple.quicktime.make": "Apple", "com.apple.quicktime.model": "iPhone 15 Pro",
+                    "com.android.capture.fps": "240.000000", "title": "Street"]
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: phone, metadata: keys)
+        XCTAssertEqual(try MediaProbe.info(phone).tags.filter { keys[$0.key] != nil }, keys)
+        for ext in ["mov", "mp4", "mkv"] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            _ = try run(phone, UpscaleOptions(width: 256, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let tags = try MediaProbe.info(out).tags
+            for (key, value) in keys { XCTAssertEqual(tags[key] ?? tags[key.uppercased()], value, "\(ext): \(key)") }
+        }
+    }
+
     /// Audio tracks re-encoded to AAC keep their flags: the second track, the default (say the
     /// original language of a film), stays the default. Re-encoded tracks had none, and the
     /// first became the default.
