@@ -64,24 +64,44 @@ public enum OpenWriters {
     /// through a symbolic link (~/Inbox on a data disk) is matched by its real path, or no
     /// writer was ever seen and a file was taken in mid-copy.
     public static func scan(under folder: String) -> Set<String> {
-        var result: Set<String> = []
         let given = folder.hasSuffix("/") ? folder : folder + "/"
         let real = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
         let prefix = real.hasSuffix("/") ? real : real + "/"
-        guard let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return result }
-        let me = String(getpid())
-        for pid in pids where pid.first?.isNumber == true && pid != me {
-            guard let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
-            for fd in fds {
-                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
-                      target.hasPrefix(prefix) else { continue }
-                guard let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
-                      let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
-                      let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) else { continue }
-                if flags & Int(O_ACCMODE) != Int(O_RDONLY) { result.insert(given + target.dropFirst(prefix.count)) }
-            }
+        var result: Set<String> = []
+        forEachWritten(where: { $0.hasPrefix(prefix) }) { _, target in result.insert(given + target.dropFirst(prefix.count)) }
+        return result
+    }
+
+    /// Other processes that hold `path` open for writing (a recorder or a copy still at it),
+    /// with their names, for a note: what is read now is only what they have written so far.
+    public static func writers(of path: String) -> [(pid: Int32, name: String)] {
+        let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        var result: [(pid: Int32, name: String)] = []
+        forEachWritten(where: { $0 == real }) { pid, _ in
+            guard !result.contains(where: { $0.pid == pid }) else { return }
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+            result.append((pid, name ?? "?"))
         }
         return result
+    }
+
+    /// Calls `body` with each other process and file (by its real path, as the kernel names
+    /// it) that process holds open for writing, of the files `wanted` picks.
+    private static func forEachWritten(where wanted: (String) -> Bool, _ body: (Int32, String) -> Void) {
+        guard let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
+        let me = getpid()
+        for entry in pids {
+            guard let pid = Int32(entry), pid != me,
+                  let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
+            for fd in fds {
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+                      wanted(target),
+                      let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
+                      let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
+                      let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) else { continue }
+                if flags & Int(O_ACCMODE) != Int(O_RDONLY) { body(pid, target) }
+            }
+        }
     }
 }
 

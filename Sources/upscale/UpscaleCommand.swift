@@ -201,6 +201,11 @@ struct UpscaleCommand: ParsableCommand {
         let trap = SignalTrap(repeatable: true) { cancel.cancel() }
         defer { withExtendedLifetime(trap) {} }
         guard let input = inputs.first else { throw ExitCode(2) }
+        // A recording still being made (or a copy still at it) is read as far as it is written:
+        // the job would end there, with exit 0 and no word of it.
+        if !childPlanOnly, let writer = OpenWriters.writers(of: input).first {
+            logger.notice("'\(input)' is being written right now by another program (\(writer.name), pid \(writer.pid)); the output holds only what is written so far — run it again when that program is done")
+        }
         do {
             if StillImage.isStill(input) {
                 try runStill(input: input, reporter: reporter, logger: logger, cancel: cancel)

@@ -416,6 +416,22 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
     }
 
+    /// A file another program holds open for writing (a recording still being made) gets a
+    /// note naming that program: its output holds only what is written so far. It was read
+    /// to where the writer had got, with exit 0 and no word.
+    func testAFileStillBeingWrittenIsNamedSo() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let writer = try FileHandle(forUpdating: dir.appendingPathComponent("street-2s.mp4"))
+        let busy = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(busy.status, 0, busy.stderr)
+        XCTAssertTrue(busy.stderr.contains("'street-2s.mp4' is being written right now by another program ("), busy.stderr)
+        XCTAssertTrue(busy.stderr.contains(", pid \(getpid())); the output holds only what is written so far"), busy.stderr)
+        try writer.close()
+        let done = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast", "--overwrite"], in: dir)
+        XCTAssertEqual(done.status, 0, done.stderr)
+        XCTAssertFalse(done.stderr.contains("being written"), done.stderr)
+    }
+
     /// `--output=~/x.mp4`, where the shell leaves `~` as it is, is the home folder's x.mp4. The
     /// job ran to its end and failed at the last step ("cannot move the finished file to
     /// '~/x.mp4'"), its work thrown away.
