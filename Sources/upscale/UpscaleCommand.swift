@@ -312,6 +312,10 @@ struct FolderCommands: ParsableCommand {
 @main
 enum Main {
     static func main() {
+        // A reader of the output that goes away (`| head -1`, a log tailer that ends) must not
+        // end the run: a write to it fails, and the work goes on. SIGPIPE killed the command
+        // at its next progress line (exit 141, no word), and the job with it.
+        signal(SIGPIPE, SIG_IGN)
         var arguments = Array(CommandLine.arguments.dropFirst())
         let folder = arguments.first.map { ["watch", "queue", "submit", "worker", "dashboard"].contains($0) } ?? false
         // The plain command runs each file in a child process; the first one is a copy of

@@ -416,6 +416,26 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
     }
 
+    /// Standard output read by a program that has gone (`upscale … | head -1`): the run goes on
+    /// and writes its file. SIGPIPE killed it at its next line (exit 141), mid-job for a long one.
+    func testAClosedOutputPipeDoesNotEndTheRun() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["street-2s.mp4", "--width", "256", "--preset", "ultrafast"]
+        process.currentDirectoryURL = dir
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        try out.fileHandleForReading.close()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit, stderr)
+        XCTAssertEqual(process.terminationStatus, 0, stderr)
+        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("street-2s Upscaled.mp4")), "256x192")
+    }
+
     /// A file another program holds open for writing (a recording still being made) gets a
     /// note naming that program: its output holds only what is written so far. It was read
     /// to where the writer had got, with exit 0 and no word.
