@@ -10,13 +10,13 @@ extension Kernel: ExpressibleByArgument {}
 /// folder, and turned back into arguments for a job's child process (and, in the watch
 /// folder, stored with each job as the settings it was queued with).
 struct EncodeOptions: ParsableArguments {
-    @Option(help: "Output width in pixels (displayed width); height follows the aspect ratio when not given.")
+    @Option(parsing: .unconditional, help: "Output width in pixels (displayed width); height follows the aspect ratio when not given.")
     var width: Int?
 
-    @Option(help: "Output height in pixels; width follows the aspect ratio when not given.")
+    @Option(parsing: .unconditional, help: "Output height in pixels; width follows the aspect ratio when not given.")
     var height: Int?
 
-    @Option(help: "Scale factor for both sides (default 2 when no size is given).")
+    @Option(parsing: .unconditional, help: "Scale factor for both sides (default 2 when no size is given).")
     var scale: Double?
 
     @Option(help: "Output codec: hevc (libx265, default; ProRes 422 beyond 8192x4320 unless named), h264, prores (422, .mov; 4444 for input with alpha) or ffv1 (lossless, .mkv; keeps alpha).")
@@ -25,13 +25,13 @@ struct EncodeOptions: ParsableArguments {
     @Option(help: "HEVC encoder: auto (a hardware encoder that opens, else libx265), libx265, hevc_nvenc, hevc_vaapi or hevc_qsv.")
     var encoder = "auto"
 
-    @Option(help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
+    @Option(parsing: .unconditional, help: "Constant rate factor for hevc (default 20) and h264 (default 18); lower is better and larger.")
     var crf: Int?
 
     @Option(help: "Encoder preset for hevc/h264, ultrafast … veryslow (default medium).")
     var preset: String?
 
-    @Option(help: "Worker threads for the upscaler (default: all cores).")
+    @Option(parsing: .unconditional, help: "Worker threads for the upscaler (default: all cores).")
     var threads: Int?
 
     @Option(help: "Resampling kernel: lanczos3 (default), lanczos2 or bicubic.")
@@ -48,7 +48,7 @@ struct EncodeOptions: ParsableArguments {
     @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic or jxl (default: the input's).")
     var format: String?
 
-    @Option(help: "Still images: quality 1…100 for jpg, webp, avif, heic, jxl (5 at least) and jp2 (default 90).")
+    @Option(parsing: .unconditional, help: "Still images: quality 1…100 for jpg, webp, avif, heic, jxl (5 at least) and jp2 (default 90).")
     var quality: Int?
 
     @Flag(help: "Still images: drop metadata (EXIF, XMP, ICC profile).")
@@ -127,7 +127,7 @@ struct EncodeOptions: ParsableArguments {
 
 /// How a long video is cut into chunks (the plain command and `submit`).
 struct ChunkOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Videos at least twice this long are encoded in chunks of about this many seconds, split at keyframes (default 10; 0: one piece).",
         discussion: "Finished chunks are kept beside the output until the end, so an interrupted run continues where it was when run again."))
     var chunkSeconds: Double = 10

@@ -37,7 +37,7 @@ struct SubmitCommand: ParsableCommand {
     @OptionGroup var chunking: ChunkOptions
     @OptionGroup var queue: QueueOption
     @Option(name: .shortAndLong, help: "Output folder (default: beside each input).", transform: expandingTilde) var output: String?
-    @Option(help: "Higher runs first (default 0).") var priority = 0
+    @Option(parsing: .unconditional, help: "Higher runs first (default 0).") var priority = 0
     @Flag(help: "Replace existing outputs.") var overwrite = false
 
     func run() throws {
@@ -73,7 +73,7 @@ struct WorkerCommand: ParsableCommand {
         abstract: "Encode chunks and join outputs from the shared PostgreSQL queue until stopped.")
 
     @OptionGroup var queue: QueueOption
-    @Option(help: "Tasks run at once, each with its share of the threads (default 1).") var jobs = 1
+    @Option(parsing: .unconditional, help: "Tasks run at once, each with its share of the threads (default 1).") var jobs = 1
     @Flag(help: "Stop when the queue has no work left.") var once = false
     @Option(help: "Rewrite a path prefix for this machine, FROM=TO (repeatable).") var map: [String] = []
     @Option(help: "Name shown in the queue (default host:pid).") var name: String?

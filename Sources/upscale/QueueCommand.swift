@@ -104,7 +104,7 @@ struct QueueCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Set a queued or running job's priority (higher runs first; default 0).",
             discussion: "upscale queue priority DIR FILE N, or upscale queue priority JOB-ID N --queue URL")
-        @Argument(help: "DIR FILE PRIORITY, or JOB-ID PRIORITY with --queue.") var values: [String] = []
+        @Argument(parsing: .allUnrecognized, help: "DIR FILE PRIORITY, or JOB-ID PRIORITY with --queue (a negative one too).") var values: [String] = []
         @OptionGroup var queue: QueueOption
 
         func run() throws {

@@ -26,7 +26,7 @@ struct UpscaleCommand: ParsableCommand {
     @OptionGroup var encode: EncodeOptions
     @OptionGroup var chunking: ChunkOptions
 
-    @Option(help: "Chunks encoded at once, each with its share of the threads (default 1).")
+    @Option(parsing: .unconditional, help: "Chunks encoded at once, each with its share of the threads (default 1).")
     var jobs: Int = 1
 
     @Flag(inversion: .prefixedNo, help: "Continue an interrupted chunked run from its finished chunks (default on; --no-resume starts over).")

@@ -19,13 +19,13 @@ struct WatchCommand: ParsableCommand {
     @OptionGroup var encode: EncodeOptions
     @OptionGroup var chunking: ChunkOptions
     @OptionGroup var queue: QueueOption
-    @Option(help: "Jobs run at once.") var jobs = 1
+    @Option(parsing: .unconditional, help: "Jobs run at once.") var jobs = 1
     @Flag(help: "Process what is there (and whatever arrives meanwhile), then exit: 0, 1 if a job failed, 130 if stopped first.") var once = false
-    @Option(help: "Seconds a file's size and time must stay unchanged before it is taken.") var settle = 5.0
+    @Option(parsing: .unconditional, help: "Seconds a file's size and time must stay unchanged before it is taken.") var settle = 5.0
     @Flag(help: "Also watch sub-folders; their paths are kept under Upscaled/, Originals/ and Failed/.") var recursive = false
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
-    @Option(help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
+    @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }

@@ -545,6 +545,12 @@ final class CLITests: XCTestCase {
         let preset = try upscale(["street-2s.mp4", "--preset", "warp"], in: dir)
         XCTAssertEqual(preset.status, 2, preset.stderr)
         XCTAssertTrue(preset.stderr.contains("--preset must be one of ultrafast, superfast"), preset.stderr)
+        // A negative number is a value, out of range: said so (it was "Missing value for '--crf'").
+        for (option, value) in [("--crf", "-1"), ("--scale", "-2"), ("--width", "-640"), ("--chunk-seconds", "-1")] {
+            let negative = try upscale(["street-2s.mp4", option, value], in: dir)
+            XCTAssertEqual(negative.status, 2, negative.stderr)
+            XCTAssertTrue(negative.stderr.hasPrefix("Error: \(option) must be "), negative.stderr)
+        }
         let tooWide = try upscale(["street-2s.mp4", "--width", "10240", "--codec", "hevc"], in: dir)
         XCTAssertEqual(tooWide.status, 2)
         XCTAssertTrue(tooWide.stderr.contains("--codec prores"), tooWide.stderr)

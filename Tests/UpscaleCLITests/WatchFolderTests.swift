@@ -565,6 +565,9 @@ final class WatchFolderTests: XCTestCase {
         try drop(Self.clip, as: "later.mp4")
         XCTAssertEqual(try watchOnce().status, 0)
         XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
+        // A negative priority (after the others) is a number, not an unknown option.
+        let lower = try upscale(["queue", "priority", inbox.path, "later.mp4", "-3"])
+        XCTAssertEqual(lower.status, 0, lower.stderr)
         XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "later.mp4"]).status, 0)
         XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
         XCTAssertEqual(try watchOnce().status, 0)
