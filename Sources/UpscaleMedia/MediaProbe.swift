@@ -278,6 +278,17 @@ public enum MediaLibrary {
     static var demuxErrors: Int { demuxErrorCount.withLock { $0 } }
     fileprivate static let demuxErrorCount = Mutex(0)
 
+    /// Runs `body` with FFmpeg's log silenced, for attempts whose failure is expected and
+    /// said otherwise (the hardware encoders tried in turn: "Cannot load libcuda.so.1" on
+    /// every --verbose run of a machine without a GPU read as an error). Before any other
+    /// thread logs: the level is the process's.
+    static func quietly<T>(_ body: () throws -> T) rethrows -> T {
+        let level = av_log_get_level()
+        av_log_set_level(AV_LOG_QUIET)
+        defer { av_log_set_level(level) }
+        return try body()
+    }
+
     public static func configure(verbose: Bool = false) {
         _ = once
         if verbose || self.verbose {

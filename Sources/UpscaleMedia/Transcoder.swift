@@ -108,9 +108,12 @@ public final class Transcoder {
             ? try HDRMetadata.firstFrame(of: job.input) : nil
         var encoder: VideoEncoder?
         var lastError: Error?
-        for name in job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil) {
+        let candidates = job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil)
+        for name in candidates {
+            // Hardware encoders tried in turn by `auto` fail quietly where there is none.
+            let tried = candidates.count > 1 && name != candidates.last
             do {
-                encoder = try VideoEncoder(
+                let open = { [self] in try VideoEncoder(
                     settings: settings, width: job.width, height: job.height,
                     timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
                     // Chunks carry their parameter sets out of band, as the joined file will.
@@ -118,7 +121,8 @@ public final class Transcoder {
                     tagHVC1: chunk == nil && (job.muxer == "mov" || job.muxer == "mp4"),
                     tenBit: tenBit, hdr: hdr,
                     sampleAspect: AVRational(num: Int32(job.sampleAspect.num), den: Int32(job.sampleAspect.den)),
-                    encoderName: name, layout: decoder.deepLayout)
+                    encoderName: name, layout: decoder.deepLayout) }
+                encoder = try tried ? MediaLibrary.quietly(open) : open()
                 break
             } catch {
                 lastError = error

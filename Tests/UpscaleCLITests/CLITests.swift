@@ -416,6 +416,22 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
     }
 
+    /// --verbose shows FFmpeg's own warnings, not the failures of the hardware encoders that
+    /// `--encoder auto` tries in turn ("[hevc_nvenc] Cannot load libcuda.so.1", "[hevc_qsv]
+    /// Error initializing an internal MFX session" on every run of a machine without them).
+    func testVerboseLeavesOutTheHardwareEncodersTriedInTurn() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let result = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast", "--verbose"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let tried = result.stderr.split(separator: "\n").filter { line in
+            ["[hevc_nvenc", "[hevc_qsv", "[hevc_vaapi"].contains { line.hasPrefix($0) }
+        }
+        XCTAssertEqual(tried, [], result.stderr)
+        // An encoder named on purpose still says why it cannot open.
+        let named = try upscale(["street-2s.mp4", "--width", "256", "--encoder", "hevc_qsv", "--verbose", "--overwrite"], in: dir)
+        if named.status != 0 { XCTAssertTrue(named.stderr.contains("hevc_qsv"), named.stderr) }
+    }
+
     /// Standard output read by a program that has gone (`upscale … | head -1`): the run goes on
     /// and writes its file. SIGPIPE killed it at its next line (exit 141), mid-job for a long one.
     func testAClosedOutputPipeDoesNotEndTheRun() throws {
