@@ -46,6 +46,7 @@ extension Transcoder {
         let step = times.count > 1 ? times[1] - times[0] : 1
 
         let output = try OutputFile(finalPath: job.output, muxer: job.muxer)
+        output.stripsMetadata = job.stripMetadata
         output.startAtZero(input: input.context)
         let parameters = avcodec_parameters_alloc()!
         defer {

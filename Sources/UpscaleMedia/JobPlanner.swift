@@ -85,6 +85,8 @@ public struct Job: Sendable {
     /// Set when this run makes one chunk of the job (video only, into `ChunkTask.path`)
     /// instead of the whole output.
     public var chunk: ChunkTask?
+    /// `--strip`: the output gets no file tags, and its streams only language, title and timecode.
+    public var stripMetadata = false
 
     /// A generous guess of the output's size in bytes, for checking free space before a job
     /// starts: bits per output pixel well above what these codecs use on upscaled footage

@@ -141,7 +141,27 @@ final class OutputFile {
         av_dict_set(&stream(videoStream).pointee.metadata, "handler_name", nil, 0)
     }
 
+    /// Tags a stream keeps under `--strip`: what a player needs to name and place a track.
+    static let tagsKeptWhenStripped: Set<String> = ["language", "title", "timecode"]
+
+    /// `--strip` for a video: the file's tags (a phone's location, make, model, creation time,
+    /// the software that made it) are not written, and each stream keeps only its language,
+    /// title and start timecode. Chapters, rotation and colour stay.
+    var stripsMetadata = false
+
     func open() throws {
+        if stripsMetadata {
+            av_dict_free(&context.pointee.metadata)
+            for index in 0..<Int(context.pointee.nb_streams) {
+                let target = stream(index)
+                var kept: OpaquePointer?
+                for key in Self.tagsKeptWhenStripped {
+                    if let entry = av_dict_get(target.pointee.metadata, key, nil, 0) { av_dict_set(&kept, key, entry.pointee.value, 0) }
+                }
+                av_dict_free(&target.pointee.metadata)
+                target.pointee.metadata = kept
+            }
+        }
         let dir = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
         let result = avio_open(&context.pointee.pb, localURL(temporaryPath), AVIO_FLAG_WRITE)
         if result < 0 {

@@ -97,6 +97,7 @@ public final class Transcoder {
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
         let file = chunk == nil ? try OutputFile(finalPath: job.output, muxer: job.muxer) : nil
+        file?.stripsMetadata = job.stripMetadata
         file?.startAtZero(input: input.context)
 
         let frameRate = av_guess_frame_rate(input.context, videoStream, nil)

@@ -51,7 +51,7 @@ struct EncodeOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "Still images: quality 1…100 for jpg, webp, avif, heic, jxl (5 at least) and jp2 (default 90).")
     var quality: Int?
 
-    @Flag(help: "Still images: drop metadata (EXIF, XMP, ICC profile).")
+    @Flag(help: "Drop metadata: a still's EXIF, XMP and ICC profile; a video's file tags (location, camera, dates), its tracks keeping only language, title and timecode.")
     var strip = false
 
     func validate() throws {

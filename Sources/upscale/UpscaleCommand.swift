@@ -212,6 +212,11 @@ struct UpscaleCommand: ParsableCommand {
                 return
             }
             var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch, keepProbe: !childPlanOnly)
+            job.stripMetadata = encode.strip
+            let stillOnly = [encode.format.map { _ in "--format" }, encode.quality.map { _ in "--quality" }].compactMap { $0 }
+            if !stillOnly.isEmpty && !childPlanOnly {
+                logger.notice("\(stillOnly.joined(separator: " and ")) \(stillOnly.count > 1 ? "apply" : "applies") to still images; '\(input)' is a video (its codec is chosen with --codec, its quality with --crf)")
+            }
             if let text = ProcessInfo.processInfo.environment["UPSCALE_STALL_SECONDS"], let seconds = Double(text) {
                 job.stallSeconds = seconds
             }

@@ -416,6 +416,24 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(listing(dir).contains("gap Upscaled.mov"), "\(listing(dir))")
     }
 
+    /// --strip on a video drops its file tags (a phone's location, make, model): they were
+    /// kept, with no word, as --strip was for stills only. --quality, which is, says so.
+    func testStripDropsAVideosTagsAndStillOptionsSaySo() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let keys = ["com.apple.quicktime.location.ISO6709": "+48.8584+002.2945+035.000/", "com.apple.quicktime.model": "iPhone 15 Pro",
+                    "title": "Street", "creation_time": "2024-05-06T07:08:09.000000Z"]
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: dir.appendingPathComponent("phone.mov").path, metadata: keys)
+        let kept = try upscale(["phone.mov", "--width", "256", "--preset", "ultrafast", "--output", "kept.mov"], in: dir)
+        XCTAssertEqual(kept.status, 0, kept.stderr)
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("kept.mov").path).tags.filter { keys[$0.key] != nil }.count, keys.count)
+        let stripped = try upscale(["phone.mov", "--width", "256", "--preset", "ultrafast", "--strip", "--quality", "50", "--output", "stripped.mov"], in: dir)
+        XCTAssertEqual(stripped.status, 0, stripped.stderr)
+        XCTAssertTrue(stripped.stderr.contains("--quality applies to still images; 'phone.mov' is a video"), stripped.stderr)
+        let info = try MediaProbe.info(dir.appendingPathComponent("stripped.mov").path)
+        XCTAssertEqual(info.tags.filter { keys[$0.key] != nil }, [:])
+        XCTAssertEqual(info.streams.count, 2)
+    }
+
     /// --verbose shows FFmpeg's own warnings, not the failures of the hardware encoders that
     /// `--encoder auto` tries in turn ("[hevc_nvenc] Cannot load libcuda.so.1", "[hevc_qsv]
     /// Error initializing an internal MFX session" on every run of a machine without them).
