@@ -79,6 +79,8 @@ public struct PacketRecord: Sendable, Equatable {
     public let size: Int
     public let checksum: UInt64
     public let isKeyframe: Bool
+    /// Where the packet lies in the file, in bytes (nil when the demuxer does not say).
+    public let position: Int64?
 }
 
 public enum MediaProbe {
@@ -224,7 +226,7 @@ public enum MediaProbe {
                 records.append(PacketRecord(
                     pts: p.pts == noPTS ? nil : p.pts, dts: p.dts == noPTS ? nil : p.dts,
                     duration: p.duration, size: Int(p.size), checksum: hash,
-                    isKeyframe: p.flags & AV_PKT_FLAG_KEY != 0))
+                    isKeyframe: p.flags & AV_PKT_FLAG_KEY != 0, position: p.pos >= 0 ? p.pos : nil))
             }
             av_packet_unref(packet)
         }
@@ -275,7 +277,12 @@ public enum MediaLibrary {
     }()
 
     /// Errors the demuxers have logged in this process so far (damaged data they skipped).
-    static var demuxErrors: Int { demuxErrorCount.withLock { $0 } }
+    public static var demuxErrors: Int { demuxErrorCount.withLock { $0 } }
+
+    /// The note for `count` places of `input` the demuxer skipped as unreadable.
+    public static func skippedDataNote(_ input: String, places count: Int) -> String {
+        "'\(input)' is damaged: FFmpeg skipped unreadable data while reading it (\(count) place(s)), so the output misses what was there — re-export or copy the file again"
+    }
     fileprivate static let demuxErrorCount = Mutex(0)
 
     /// Runs `body` with FFmpeg's log silenced, for attempts whose failure is expected and

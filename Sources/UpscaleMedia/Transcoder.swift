@@ -50,6 +50,8 @@ public final class Transcoder {
     private let lastRead = LatestTime()
     /// Where the file's last picture could not be decoded, when nothing came after it (see `pump`).
     private let endDamage = Mutex<String?>(nil)
+    /// Pictures left out for coming at or before the time of one already given (see `pump`).
+    private let backwards = Mutex(0)
 
     public init(job: Job, logger: Logger = Logger(label: "upscale")) {
         self.job = job
@@ -169,13 +171,17 @@ public final class Transcoder {
                 throw UpscaleError(.input, "'\(job.input)' gave no picture to upscale: it is cut short or damaged; nothing was written (copy or export it again)")
             }
             noteEarlyEnd(input: input)
+            let left = backwards.withLock { $0 }
+            if left > 0 {
+                logger.notice("'\(job.input)': \(left) picture(s) decoded after damaged data came at or before the time of a picture already written, and were left out")
+            }
             if let place = endDamage.withLock({ $0 }) {
                 logger.notice("'\(job.input)' ends in a picture that cannot be decoded, at \(place): it may be cut short (a recording that was stopped, an unfinished copy); the output stops before that picture")
             }
             if MediaLibrary.demuxErrors > input.demuxErrorsAtOpen {
                 // Matroska skips a damaged stretch to the next cluster it recognises and goes on:
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
-                logger.notice("'\(job.input)' is damaged: FFmpeg skipped unreadable data while reading it (\(MediaLibrary.demuxErrors - input.demuxErrorsAtOpen) place(s)), so the output misses what was there — re-export or copy the file again")
+                logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
             try output.finish(overwrite: job.overwrite)
             return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
@@ -380,6 +386,7 @@ public final class Transcoder {
             defer { av_packet_free(&packet) }
             do {
                 var kept = 0
+                var lastGiven: Int64?
                 let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
                     if let range {
                         let place = pts == noPTS ? 1 : range.place(pts)
@@ -397,6 +404,17 @@ public final class Transcoder {
                             throw UpscaleError(.processing, "'\(self.job.input)': chunk \(range.index + 1) should start at timestamp \(first) but decoding from its keyframe gave \(pts) first; run it with --chunk-seconds 0 (one piece)")
                         }
                         kept += 1
+                    }
+                    // After damage the demuxer skipped, a decoder may give a picture timed at or
+                    // before one already given; the encoder's timestamps then went backwards and
+                    // the muxer refused them ("writing failed: Invalid argument"). Left out.
+                    if pts != noPTS {
+                        if let last = lastGiven, pts <= last {
+                            inputPool.give(frame)
+                            self.backwards.withLock { $0 += 1 }
+                            return
+                        }
+                        lastGiven = pts
                     }
                     watch.waiting(true)
                     defer { watch.waiting(false) }

@@ -157,6 +157,9 @@ public final class ChunkedJob {
     public func run(resume: Bool = true, cancel: CancellationFlag = CancellationFlag(),
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> Outcome? {
         let started = Date()
+        // Damage the demuxer skips (a Matroska file damaged mid-way) is seen by the keyframe
+        // scan, the chunks that read it and the join: counted over the whole run.
+        let demuxErrorsBefore = MediaLibrary.demuxErrors
         let fm = FileManager.default
         let ledgerPath = (workFolder as NSString).appendingPathComponent("chunks.sqlite")
         let key = settingsKey
@@ -190,7 +193,10 @@ public final class ChunkedJob {
         let ledger = try ChunkLedger(path: ledgerPath)
         if try ledger.value("settings") == nil {
             let plan = try ChunkPlan.make(path: job.input, chunkSeconds: chunkSeconds)
-            guard plan.chunks.count >= 2 else {
+            // A file whose scan met damage the demuxer skipped runs in one piece, which reads
+            // it as the scan did and names the damage: a chunk, which seeks into it, resyncs
+            // elsewhere, and the run failed on its frame count ("timestamps are irregular").
+            guard plan.chunks.count >= 2, MediaLibrary.demuxErrors == demuxErrorsBefore else {
                 try? fm.removeItem(atPath: workFolder)
                 return nil
             }
@@ -287,6 +293,9 @@ public final class ChunkedJob {
         let paths = all.map { chunkPath($0.range.index) }
         let joined = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
         try? fm.removeItem(atPath: workFolder)
+        if MediaLibrary.demuxErrors > demuxErrorsBefore {
+            logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - demuxErrorsBefore))")
+        }
         var summary = joined
         summary.seconds = Date().timeIntervalSince(started)
         return Outcome(summary: summary, chunks: all.count, reused: reused, encoded: encoded)

@@ -206,6 +206,38 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(sound.stderr.contains("damaged"), sound.stderr)
     }
 
+    /// Damage a Matroska file long enough for chunks runs as in one piece (the same pictures,
+    /// the note): here a group of pictures with the header of its cluster lost. A chunk seeks
+    /// into the damage and the demuxer resyncs elsewhere than when reading through it: the run
+    /// failed on a chunk's frame count, saying the file's timestamps were irregular. Reading
+    /// through it, the decoder gave pictures timed before ones already written, and the
+    /// muxer refused the encoder's packets ("writing failed: Invalid argument"): they are left
+    /// out, with a note.
+    func testDamagedMatroskaLongEnoughForChunksRunsAsInOnePiece() throws {
+        let dir = try workspace(["chunk-h264-bframes.mp4"])
+        let mkv = dir.appendingPathComponent("whole.mkv")
+        try Remuxer.copy(dir.appendingPathComponent("chunk-h264-bframes.mp4").path, to: mkv.path)
+        let keyframes = try MediaProbe.packets(mkv.path, stream: 0).filter(\.isKeyframe).compactMap(\.position).map { Int($0) }
+        XCTAssertGreaterThanOrEqual(keyframes.count, 6, "\(keyframes)")
+        for group in [2, 3] {
+            // From just before the group's first block (its cluster's header) to just before the next's.
+            var bytes = [UInt8](try Data(contentsOf: mkv))
+            bytes.replaceSubrange((keyframes[group] - 12)..<(keyframes[group + 1] - 40),
+                                  with: [UInt8](repeating: 0, count: keyframes[group + 1] - 40 - keyframes[group] + 12))
+            let name = "damaged-\(group).mkv"
+            try Data(bytes).write(to: dir.appendingPathComponent(name))
+            let one = try upscale([name, "--width", "320", "--codec", "ffv1", "--no-refine", "--chunk-seconds", "0", "--output", "one-\(name)"], in: dir)
+            XCTAssertEqual(one.status, 0, one.stderr)
+            XCTAssertTrue(one.stderr.contains("'\(name)' is damaged: FFmpeg skipped"), one.stderr)
+            XCTAssertTrue(one.stderr.contains("picture(s) decoded after damaged data came at or before the time of a picture already written"), one.stderr)
+            let chunked = try upscale([name, "--width", "320", "--codec", "ffv1", "--no-refine", "--chunk-seconds", "1", "--output", "chunked-\(name)"], in: dir)
+            XCTAssertEqual(chunked.status, 0, chunked.stderr)
+            XCTAssertTrue(chunked.stderr.contains("'\(name)' is damaged: FFmpeg skipped"), chunked.stderr)
+            XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked-\(name)").path, stream: 0).count,
+                           try MediaProbe.packets(dir.appendingPathComponent("one-\(name)").path, stream: 0).count, name)
+        }
+    }
+
     /// A size x265 refuses (an extreme shape): one line naming the file and a way out (it named
     /// neither), exit 1, nothing left.
     func testASizeTheEncoderRefusesNamesTheFile() throws {
