@@ -75,6 +75,8 @@ public final class FarmWorker: @unchecked Sendable {
         while group.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
             if stop.isCancelled { for _ in 0..<slots { wake.signal() } }
         }
+        // Gone from the list (a stopped worker stayed there, stale, for good).
+        try? queue.removeWorker(name: name)
         if let error = failure.current { throw error }
         statsLock.lock()
         defer { statsLock.unlock() }
@@ -100,6 +102,9 @@ public final class FarmWorker: @unchecked Sendable {
             }
             guard let task = try queue.claim(owner: owner, lease: lease) else {
                 if once, try !queue.hasOpenWork() { return }
+                // Idle, and alive: a worker that reported only while working showed as stale,
+                // still on its last task.
+                try? queue.reportWorker(name: owner, fps: nil, current: nil)
                 _ = wake.wait(timeout: .now() + (once ? 0.5 : Self.idlePoll))
                 continue
             }
@@ -112,6 +117,7 @@ public final class FarmWorker: @unchecked Sendable {
         guard let record = try queue.job(id: task.jobID) else { return }
         let input = map.apply(record.input), output = map.apply(record.output)
         let what = task.isJoin ? "join of job \(task.jobID)" : "chunk \(task.index + 1)/\(record.chunks) of job \(task.jobID)"
+        if try !checkPaths(task, record: record, input: input, output: output, what: what) { return }
         try? queue.reportWorker(name: owner, fps: nil, current: what)
         let flag = CancellationFlag()
         let beat = Heartbeat()
@@ -144,10 +150,13 @@ public final class FarmWorker: @unchecked Sendable {
             job.threads = max(1, threads / slots)
             if slots > 1 { job.encoder.threads = job.threads }
             let work = ChunkedJob.workFolder(for: job.output)
-            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            do {
+                try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            } catch {
+                throw UpscaleError(.output, "cannot write in the output folder '\((job.output as NSString).deletingLastPathComponent)' (\(fileErrorReason(error))); make it writable for this machine or submit with another -o")
+            }
             if task.isJoin {
-                try join(task, job: job, record: record, work: work, cancel: flag)
-                count { $0.joins += 1 }
+                if try join(task, job: job, record: record, work: work, cancel: flag) { count { $0.joins += 1 } }
                 return
             }
             let path = (work as NSString).appendingPathComponent(String(format: "chunk-%05d.", task.index) + task.token.prefix(8) + ".chunk")
@@ -184,8 +193,38 @@ public final class FarmWorker: @unchecked Sendable {
         }
     }
 
-    /// The join: every chunk's file as recorded (checksum), in order, into the output.
-    private func join(_ task: FarmTask, job: Job, record: FarmJob, work: String, cancel: CancellationFlag) throws {
+    /// Whether this machine sees the job's files as submitted. A folder it cannot see (a wrong
+    /// --map, a share not mounted) is this machine's problem: the task goes back uncounted and
+    /// the worker stops, saying so (it failed every job of the farm in seconds, three attempts
+    /// each, healthy workers' chunks thrown away). An input gone from a folder it sees, or
+    /// changed since it was submitted, fails the job at once (a re-export mid-job gave an
+    /// output half of the old file, half of the new).
+    private func checkPaths(_ task: FarmTask, record: FarmJob, input: String, output: String, what: String) throws -> Bool {
+        let inputFolder = (input as NSString).deletingLastPathComponent
+        let outputFolder = (output as NSString).deletingLastPathComponent
+        var isFolder: ObjCBool = false
+        for folder in [inputFolder, outputFolder] where !(FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) && isFolder.boolValue) {
+            try queue.release(task, reason: "worker \(name) cannot see '\(folder)'")
+            throw FarmError("this machine cannot see '\(folder)' (for \(what)); check --map and that the share is mounted — the task went back to the queue and this worker stopped")
+        }
+        guard let now = InputIdentity.of(input) else {
+            logger.error("\(what) failed: '\(input)' is gone")
+            try queue.failJob(task, reason: "'\(input)' is gone since it was submitted; submit it again if it comes back")
+            count { $0.failures += 1 }
+            return false
+        }
+        if let submitted = record.identity, !submitted.matches(now) {
+            logger.error("\(what) failed: '\(input)' changed since it was submitted")
+            try queue.failJob(task, reason: "'\(input)' changed since it was submitted (\(submitted.size) bytes then, \(now.size) now); submit it again")
+            count { $0.failures += 1 }
+            return false
+        }
+        return true
+    }
+
+    /// The join: every chunk's file as recorded (checksum), in order, into the output. False
+    /// when chunk files were missing: those are queued again, and the join after them.
+    private func join(_ task: FarmTask, job: Job, record: FarmJob, work: String, cancel: CancellationFlag) throws -> Bool {
         let sums = try queue.chunkChecksums(job: task.jobID)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
         var paths: [String] = []
@@ -202,7 +241,10 @@ public final class FarmWorker: @unchecked Sendable {
         }
         if !missing.isEmpty {
             for index in missing { try queue.redo(job: task.jobID, index: index, reason: "chunk file missing or damaged at the join") }
-            throw UpscaleError(.processing, "\(missing.count) chunk file(s) of job \(task.jobID) are missing or damaged in '\(work)'; they are queued again")
+            // The join waits for them, its attempt not counted.
+            try queue.release(task, reason: "\(missing.count) chunk file(s) missing or damaged; queued again")
+            logger.notice("\(missing.count) chunk file(s) of job \(task.jobID) are missing or damaged in '\(work)'; they are queued again, the join after them")
+            return false
         }
         _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
         switch try queue.complete(task, checksum: 0, seconds: 0) {
@@ -211,7 +253,9 @@ public final class FarmWorker: @unchecked Sendable {
         case .stale:
             // Another worker took the join over; its output is as good as this one.
             count { $0.discarded += 1 }
+            return false
         }
+        return true
     }
 }
 

@@ -17,6 +17,29 @@ public struct FarmTask: Sendable, Equatable {
 }
 
 /// A job as the queue shows it.
+/// A file's size and modification time, to tell whether it is still the file that was submitted.
+public struct InputIdentity: Sendable, Codable, Equatable {
+    public let size: Int64
+    public let modified: Double
+
+    public init(size: Int64, modified: Double) {
+        self.size = size
+        self.modified = modified
+    }
+
+    /// `path` as it is now; nil when it is not there.
+    public static func of(_ path: String) -> InputIdentity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return InputIdentity(size: Int64(info.st_size), modified: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+    }
+
+    /// The same file: the same size, and times within 2 s (SMB and FAT shares keep them coarser).
+    public func matches(_ other: InputIdentity) -> Bool {
+        size == other.size && abs(modified - other.modified) <= 2
+    }
+}
+
 public struct FarmJob: Sendable, Codable, Equatable {
     public let id: Int64
     public let input: String
@@ -43,6 +66,20 @@ public struct FarmJob: Sendable, Codable, Equatable {
     public var finished: Double?
     /// Frames per second of its chunks running now, summed (their last heartbeats).
     public var runningFPS: Double?
+    /// The input as submitted (nil for jobs of an older upscale).
+    public var identity: InputIdentity?
+
+    /// The error in one line: what failed and the last attempt's reason ("chunk 4 failed 3
+    /// times: '…' has undecodable video at …"); the first line alone named no reason.
+    public var errorSummary: String? {
+        guard let error else { return nil }
+        let lines = error.split(separator: "\n").map(String.init)
+        guard let head = lines.first else { return nil }
+        guard let last = lines.dropFirst().last else { return head }
+        // "attempt 3 on 1a2b3c4d: reason" → "reason"
+        let reason = last.hasPrefix("attempt ") ? last.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? last : last
+        return head.hasSuffix(":") ? head + " " + reason : head + ": " + reason
+    }
 
     /// Seconds of work left at one worker's measured rate: its own finished chunks' rate, else
     /// `overall`. Nil when closed or nothing was measured.
@@ -85,7 +122,7 @@ public struct ChunkRun: Sendable, Equatable {
 /// task went to another) has its writes refused. Completions lock the job row, so exactly one
 /// of two chunks finishing at the same instant sees that none is left and creates the join.
 public final class PostgresQueue: @unchecked Sendable {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     /// Workers are told about new work on this channel.
     public static let channel = "upscale_work"
 
@@ -210,6 +247,9 @@ public final class PostgresQueue: @unchecked Sendable {
         if let e = error as? PSQLError {
             if let message = e.serverInfo?[.message] { return FarmError("the queue at \(address) says: \(message)") }
             if isConnectionProblem(e) { return FarmError("cannot reach the queue at \(address); is PostgreSQL running there and reachable from this machine?") }
+            if e.code == .authMechanismRequiresPassword {
+                return FarmError("the queue at \(address) asks for a password; put it in PGPASSWORD or ~/.pgpass (host:port:database:user:password, mode 0600)")
+            }
             return FarmError("the queue at \(address) failed: \(String(reflecting: e.code))")
         }
         if isConnectionProblem(error) { return FarmError("cannot reach the queue at \(address): \(error); is PostgreSQL running there and reachable from this machine?") }
@@ -265,18 +305,27 @@ public final class PostgresQueue: @unchecked Sendable {
                     """)
                 try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '1') ON CONFLICT (key) DO UPDATE SET value = '1'")
             }
+            if version < 2 {
+                // The input as submitted (size, modification time): a worker that finds it
+                // otherwise fails the job instead of joining chunks of two versions of the file.
+                try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS input_size bigint, ADD COLUMN IF NOT EXISTS input_mtime float8")
+                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '2') ON CONFLICT (key) DO UPDATE SET value = '2'")
+            }
         }
     }
 
     // MARK: Jobs
 
     /// Queues a job and its chunks in one transaction and wakes idle workers.
-    public func submit(input: String, output: String, settings: [String], plan: ChunkPlan, priority: Int, host: String) throws -> Int64 {
+    /// `identity`: the input's size and modification time as the submitting machine sees it.
+    public func submit(input: String, output: String, settings: [String], plan: ChunkPlan, priority: Int, host: String,
+                       identity: InputIdentity? = nil) throws -> Int64 {
         let encoded = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
         return try transaction { c in
             let row = try run(c, """
-                INSERT INTO upscale_jobs (input, output, settings, priority, chunks, frames, submitted_by)
-                VALUES (\(input), \(output), \(encoded), \(priority), \(plan.chunks.count), \(plan.frames), \(host)) RETURNING id
+                INSERT INTO upscale_jobs (input, output, settings, priority, chunks, frames, submitted_by, input_size, input_mtime)
+                VALUES (\(input), \(output), \(encoded), \(priority), \(plan.chunks.count), \(plan.frames), \(host),
+                        \(identity?.size), \(identity?.modified)) RETURNING id
                 """).rows.first!
             let id = try row.decode(Int64.self)
             for chunk in plan.chunks {
@@ -290,7 +339,17 @@ public final class PostgresQueue: @unchecked Sendable {
         }
     }
 
-    /// The oldest queued task of the highest-priority open job, now running with a lease.
+    /// Open jobs (queued or running) that write `output`.
+    public func openJobs(writing output: String) throws -> [Int64] {
+        try with { c in
+            try run(c, "SELECT id FROM upscale_jobs WHERE output = \(output) AND state IN ('queued', 'running') ORDER BY id")
+                .rows.map { try $0.decode(Int64.self) }
+        }
+    }
+
+    /// The oldest queued task of the highest-priority open job, now running with a lease. A
+    /// join only once every chunk of its job is done (a chunk queued again at the join waited
+    /// behind the join, which failed on it until the job failed).
     public func claim(owner: String, lease: Double) throws -> FarmTask? {
         try transaction { c in
             if try paused(c) { return nil }
@@ -300,6 +359,8 @@ public final class PostgresQueue: @unchecked Sendable {
                     started = now(), frames_done = 0
                 FROM (SELECT t2.job_id, t2.idx FROM upscale_tasks t2 JOIN upscale_jobs j ON j.id = t2.job_id
                       WHERE t2.state = 'queued' AND j.state IN ('queued', 'running')
+                        AND (t2.idx >= 0 OR NOT EXISTS (SELECT 1 FROM upscale_tasks t3
+                                                         WHERE t3.job_id = t2.job_id AND t3.idx >= 0 AND t3.state <> 'done'))
                       ORDER BY j.priority DESC, j.id, t2.idx LIMIT 1 FOR UPDATE OF t2 SKIP LOCKED) pick
                 WHERE t.job_id = pick.job_id AND t.idx = pick.idx
                 RETURNING t.job_id, t.idx, t.seek, t.start_pts, t.end_pts, t.frames, t.token::text, t.attempts
@@ -381,9 +442,36 @@ public final class PostgresQueue: @unchecked Sendable {
         }
     }
 
-    private func failJob(_ c: PostgresConnection, _ job: Int64, errors: String, index: Int) throws {
+    /// A task handed back without counting the attempt (its chunks queued again at the join).
+    public func release(_ task: FarmTask, reason: String) throws {
+        try with { c in
+            try run(c, """
+                UPDATE upscale_tasks SET state = 'queued', attempts = greatest(attempts - 1, 0), token = NULL, lease_expires = NULL,
+                    errors = errors || \(reason + "\n")
+                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                """)
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+        }
+    }
+
+    /// Fails a task's job at once, whatever its attempts (its input changed or went away).
+    public func failJob(_ task: FarmTask, reason: String) throws {
+        try transaction { c in
+            let rows = try run(c, """
+                UPDATE upscale_tasks SET state = 'failed', token = NULL, lease_expires = NULL,
+                    errors = errors || \("attempt \(task.attempts) on \(task.token.prefix(8)): \(reason)\n")
+                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                RETURNING errors
+                """).rows
+            guard let row = rows.first else { return }
+            try failJob(c, task.jobID, errors: try row.decode(String.self), index: task.index, once: true)
+            try run(c, "NOTIFY \(unescaped: Self.channel)")
+        }
+    }
+
+    private func failJob(_ c: PostgresConnection, _ job: Int64, errors: String, index: Int, once: Bool = false) throws {
         let what = index < 0 ? "the join" : "chunk \(index + 1)"
-        let text = "\(what) failed \(Self.maxAttempts) times:\n" + errors
+        let text = (once ? "\(what) failed:\n" : "\(what) failed \(Self.maxAttempts) times:\n") + errors
         try run(c, "UPDATE upscale_jobs SET state = 'failed', error = \(text), updated = now() WHERE id = \(job)")
         try run(c, """
             UPDATE upscale_tasks SET state = 'cancelled', token = NULL WHERE job_id = \(job) AND state IN ('queued', 'running')
@@ -455,7 +543,7 @@ public final class PostgresQueue: @unchecked Sendable {
                     sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0),
                     coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1),
                     coalesce(max(t.attempts), 0), extract(epoch FROM j.created)::float8, extract(epoch FROM j.finished)::float8,
-                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8
+                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8, j.input_size, j.input_mtime
                 FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
                 """
             query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
@@ -474,6 +562,9 @@ public final class PostgresQueue: @unchecked Sendable {
                 job.created = try columns[16].decode(Double.self)
                 job.finished = try columns[17].decode(Double?.self)
                 job.runningFPS = try columns[18].decode(Double?.self)
+                if let size = try columns[19].decode(Int64?.self), let modified = try columns[20].decode(Double?.self) {
+                    job.identity = InputIdentity(size: size, modified: modified)
+                }
                 return job
             }
         }
@@ -596,6 +687,11 @@ public final class PostgresQueue: @unchecked Sendable {
         /// Workers heartbeat every 15 s (a quarter of the default lease): two missed beats mark a slot stale.
         public static let staleAfter = 30.0
         public var isStale: Bool { secondsAgo > Self.staleAfter }
+    }
+
+    /// A stopped worker's slots leave the list (they stayed, stale, for good).
+    public func removeWorker(name: String) throws {
+        try with { c in _ = try run(c, "DELETE FROM upscale_workers WHERE name LIKE \(name.replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "/%")") }
     }
 
     /// Worker slots heard from in the last `within` seconds, most recent first.

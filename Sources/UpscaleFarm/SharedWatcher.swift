@@ -48,7 +48,7 @@ public final class SharedWatcher {
                 do {
                     let (output, chunks) = try plan(path, folder.upscaled)
                     let id = try queue.submit(input: path, output: output, settings: settings, plan: chunks, priority: 0,
-                                              host: FarmWorker.defaultName)
+                                              host: FarmWorker.defaultName, identity: InputIdentity(size: stat.size, modified: stat.modified))
                     try store.setSetting(key, "queued \(id)")
                     say("submitted '\(URL(fileURLWithPath: path).lastPathComponent)' as job \(id) (\(chunks.chunks.count) chunks)")
                 } catch let error as UpscaleError where error.kind == .input {
@@ -73,7 +73,7 @@ public final class SharedWatcher {
                         try? ((job.error ?? "failed") + "\n").write(toFile: moved + ".error.txt", atomically: true, encoding: .utf8)
                     }
                     try store.setSetting(key, "failed \(id)")
-                    say("failed: '\(name)': \(job.error?.split(separator: "\n").first ?? "")")
+                    say("failed: '\(name)': \(job.errorSummary ?? "")")
                     status = 1
                 case "cancelled":
                     try store.setSetting(key, "cancelled \(id)")

@@ -31,6 +31,7 @@ public enum TestHook: Equatable, Sendable {
         case "watcher-dies-finishing": return .crashWhileFinishing
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+        case "kill": return .crash(signal: SIGKILL, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         default: return nil
         }
     }

@@ -450,7 +450,7 @@ public final class Transcoder {
                         } catch is ChunkComplete {
                             decoded.finish()
                             return
-                        } catch let error as UpscaleError where range?.seek != nil && kept == 0 && error.kind == .processing {
+                        } catch let error as UpscaleError where range?.seek != nil && kept == 0 && error == decoder.damage?.error {
                             // Pre-roll from the keyframe before a chunk: that keyframe's own open-GOP
                             // leading pictures lack their references (they belong to an earlier
                             // chunk, which decodes them whole). Frames of this chunk are checked.

@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 
 /// A failure the user can act on: one line saying what happened, to which file,
 /// and what to do. Nothing in this module throws anything else to the CLI.
@@ -40,4 +41,15 @@ let noPTS = upscale_nopts()
 func check(_ code: Int32, _ what: @autoclosure () -> String, kind: UpscaleError.Kind = .processing) throws -> Int32 {
     if code < 0 { throw UpscaleError(kind, "\(what()): \(ffmpegErrorText(code))") }
     return code
+}
+
+/// Why a file operation failed, in the system's words ("Read-only file system", "Permission
+/// denied"): Foundation's errors printed whole were a dump of their domain, code and user info.
+public func fileErrorReason(_ error: Error) -> String {
+    let ns = error as NSError
+    if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+    if let inner = ns.userInfo[NSUnderlyingErrorKey] as? NSError, inner.domain == NSPOSIXErrorDomain {
+        return String(cString: strerror(Int32(inner.code)))
+    }
+    return ns.localizedDescription
 }

@@ -203,7 +203,8 @@ final class VideoDecoder {
 
     private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
         let place = "frame \(frameNumber(at: pts)) (\(seconds(pts)))"
-        let error = UpscaleError(.processing, "'\(path)' has undecodable video at \(place): \(detail); the file is damaged there — re-export or trim the source")
+        // The input's own fault: not worth another attempt (a farm retried it three times).
+        let error = UpscaleError(.input, "'\(path)' has undecodable video at \(place): \(detail); the file is damaged there — re-export or trim the source")
         damage = (error, place)
         return error
     }

@@ -167,7 +167,7 @@ public final class ChunkedJob {
         do {
             try fm.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
         } catch {
-            throw UpscaleError(.output, "cannot create the work folder '\(workFolder)': \(error.localizedDescription); pick another --output folder")
+            throw UpscaleError(.output, "cannot create the work folder '\(workFolder)': \(fileErrorReason(error)); pick another --output folder")
         }
         // One run at a time per work folder: a second run of the same command took the first's
         // live chunks for an interrupted run's, redid them, and removed the folder under it.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import UpscaleFarm
+import UpscaleImages
 import UpscaleMedia
 import UpscaleQueue
 
@@ -45,16 +46,31 @@ struct SubmitCommand: ParsableCommand {
         let store = try queue.open()
         let host = FarmWorker.defaultName
         var failed = 0
+        var outputs: [String: String] = [:]
         for input in inputs {
             let path = URL(fileURLWithPath: input).standardizedFileURL.path
             do {
+                // Stills are quick and run where they are; the farm's chunks are video.
+                if StillImage.isStill(path) {
+                    throw UpscaleError(.input, "'\(input)' is a still image: the queue takes videos; upscale it here with 'upscale \(input)'")
+                }
                 var options = encode.upscaleOptions(output: output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }, overwrite: overwrite)
                 options.uniqueName = false
                 let job = try JobPlanner.plan(input: path, options: options, multipleInputs: inputs.count > 1)
+                // Two jobs writing one file (a camera's C0001.MP4 of two days into one folder):
+                // one result was lost, or every duplicate encoded in full and failed at its join.
+                if let earlier = outputs[job.output] {
+                    throw UpscaleError(.input, "'\(input)' would be written to '\(job.output)', as '\(earlier)' of this submit is; give them different output folders (-o) or rename one")
+                }
+                if let open = try store.openJobs(writing: job.output).first {
+                    throw UpscaleError(.input, "'\(input)' would be written to '\(job.output)', which job \(open) on the queue is making; wait for it, or cancel it first (upscale queue cancel \(open) --queue …)")
+                }
+                outputs[job.output] = input
                 let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
                 let plan = try ChunkPlan.make(path: path, chunkSeconds: seconds)
                 let settings = encode.arguments + (overwrite ? ["--overwrite"] : [])
-                let id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host)
+                let id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host,
+                                          identity: InputIdentity.of(path))
                 print("queued job \(id): \(path) → \(job.output) (\(plan.chunks.count) chunks, \(plan.frames) frames)")
             } catch let error as UpscaleError {
                 FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))

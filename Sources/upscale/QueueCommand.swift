@@ -84,6 +84,10 @@ struct QueueCommand: ParsableCommand {
             let count: Int, named: [String], place: String
             if queue.given != nil {
                 named = [folder].compactMap { $0 } + files
+                // Every open job of the farm, every machine's chunks in flight, was what no id meant.
+                guard !named.isEmpty else {
+                    throw CLIError(status: 2, "name the jobs to cancel: 'upscale queue cancel 7 8 --queue …' (their ids are in 'upscale queue list --queue …')")
+                }
                 count = try queue.open().cancel(ids: try SharedQueue.ids(named))
                 place = "on the queue"
             } else {
@@ -199,7 +203,7 @@ enum SharedQueue {
             print(["\(job.id)", URL(fileURLWithPath: job.input).lastPathComponent, job.state,
                    "\(job.chunksDone)/\(job.chunksRunning)/\(queued)", progress, job.fps.map { String(format: "%.1f", $0) } ?? "-",
                    eta(job).map(clock) ?? "-", job.machines.joined(separator: ","),
-                   (job.error ?? "").split(separator: "\n").first.map(String.init) ?? ""].joined(separator: "\t"))
+                   job.errorSummary ?? ""].joined(separator: "\t"))
         }
         let open = jobs.filter { ["queued", "running"].contains($0.state) }.count
         print("\(jobs.count) jobs, \(open) queued or running\(paused ? ", paused" : "")")

@@ -174,7 +174,15 @@ struct UpscaleCommand: ParsableCommand {
             case .signaled(let signal):
                 if let output = state.output { PartialFile.remove(for: output, pid: child.pid) }
                 let at = state.framesDone > 0 ? " after frame \(state.framesDone)" : " before its first frame"
-                console.error("'\(input)': upscaling crashed (\(JobProcess.signalName(signal)))\(at); the file is probably damaged in a way the decoder cannot handle — re-export or trim it (no output was written)")
+                // A chunked job's finished chunks outlive it: the same command continues.
+                let work = state.output.map(ChunkedJob.workFolder(for:)).flatMap { FileManager.default.fileExists(atPath: $0) ? $0 : nil }
+                let kept = work.map { "its finished chunks are kept in '\($0)': run the same command again to resume" } ?? "no output was written"
+                if signal == SIGKILL {
+                    // The kernel's out-of-memory killer, or someone's kill -9: not the file's fault.
+                    console.error("'\(input)': the job was killed (SIGKILL: out of memory?)\(at); \(kept)")
+                } else {
+                    console.error("'\(input)': upscaling crashed (\(JobProcess.signalName(signal)))\(at); the file is probably damaged in a way the decoder cannot handle — re-export or trim it (\(kept))")
+                }
                 failed += 1
             }
         }

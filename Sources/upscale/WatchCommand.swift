@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import UpscaleMedia
 import UpscaleFarm
+import UpscaleImages
 import UpscaleQueue
 
 /// `upscale watch DIR`: files dropped into DIR become jobs, each run in its own process.
@@ -97,6 +98,10 @@ extension WatchCommand {
         let parsed = try EncodeOptions.parse(settings)
         let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
         let watcher = SharedWatcher(folder: root, store: store, queue: shared, settings: settings, settle: settle, say: say) { input, folder in
+            // The farm's chunks are video; a still became a one-frame HEVC movie.
+            if StillImage.isStill(input) {
+                throw UpscaleError(.input, "a still image: the shared queue takes videos; upscale it with 'upscale FILE' or a folder watched without --queue")
+            }
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             var options = parsed.upscaleOptions(output: folder, overwrite: false)
             options.uniqueName = true

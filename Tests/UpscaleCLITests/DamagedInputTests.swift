@@ -98,16 +98,24 @@ final class DamagedInputTests: XCTestCase {
             XCTAssertFalse(result.stderr.contains("Program crashed"), result.stderr)
             XCTAssertEqual(listing(out), [])
         }
+        // SIGKILL (the out-of-memory killer) is not blamed on the file (it was: "probably
+        // damaged … re-export or trim it").
+        let out = try folder("out-SIGKILL")
+        let clip = CLITests.fixtures.appendingPathComponent("street-2s.mp4").path
+        let killed = try run([clip, "--width", "128", "--preset", "ultrafast", "--output", out], environment: ["UPSCALE_TEST_HOOK": "kill:2"])
+        XCTAssertEqual(killed.status, 1, killed.stderr)
+        XCTAssertTrue(killed.stderr.hasPrefix("error: '\(clip)': the job was killed (SIGKILL: out of memory?) after frame 1; no output was written"), killed.stderr)
+        XCTAssertEqual(listing(out), [])
         // A damaged file first, a good one second: the first fails cleanly, the second is written.
         let source = try XCTUnwrap(damageFixtures.first { $0.hasSuffix("mpeg4-mp3.avi") })
         let damaged = work.appendingPathComponent("broken.avi").path
         try Data(Damage.zeroRun.apply(to: [UInt8](try Data(contentsOf: URL(fileURLWithPath: source))), seed: 3))
             .write(to: URL(fileURLWithPath: damaged))
-        let out = try folder("out-batch")
+        let batchOut = try folder("out-batch")
         let good = CLITests.fixtures.appendingPathComponent("street-2s.mp4").path
-        let batch = try run([damaged, good, "--width", "128", "--preset", "ultrafast", "--output", out, "--quiet"])
+        let batch = try run([damaged, good, "--width", "128", "--preset", "ultrafast", "--output", batchOut, "--quiet"])
         XCTAssertEqual(batch.status, 1, batch.stderr)
-        XCTAssertEqual(listing(out), ["street-2s Upscaled.mp4"])
+        XCTAssertEqual(listing(batchOut), ["street-2s Upscaled.mp4"])
     }
 
     /// A reader that stops producing pictures (a test hook standing in for a demuxer or

@@ -129,6 +129,37 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(try q.claim(owner: "w", lease: 60)?.index, 0)
     }
 
+    /// A chunk queued again at the join (its file missing) runs before the join: a join is
+    /// claimed only once every chunk is done. The join went first, failed on the chunk three
+    /// times and failed the job. A released task keeps its attempts; a job's error reads in one
+    /// line with its last reason; open jobs are found by their output.
+    func testAChunkRedoneAtTheJoinRunsBeforeTheJoin() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let id = try submit(q, chunks: 2, name: "redo")
+        XCTAssertEqual(try q.openJobs(writing: "/out/redo Upscaled.mov"), [id])
+        for _ in 0..<2 {
+            let chunk = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+            _ = try q.complete(chunk, checksum: 1, seconds: 1)
+        }
+        let join = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+        XCTAssertTrue(join.isJoin)
+        try q.redo(job: id, index: 0, reason: "chunk file missing")
+        try q.release(join, reason: "1 chunk file missing")
+        let next = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+        XCTAssertFalse(next.isJoin, "the join was claimed before the chunk it needs")
+        XCTAssertEqual(next.index, 0)
+        XCTAssertNil(try q.claim(owner: "w", lease: 60), "the join waits for the chunk")
+        _ = try q.complete(next, checksum: 1, seconds: 1)
+        let again = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+        XCTAssertTrue(again.isJoin)
+        XCTAssertEqual(again.attempts, 1, "the released attempt is not counted")
+        XCTAssertTrue(try q.fail(again, reason: "x", retry: false))
+        let failed = try XCTUnwrap(try q.job(id: id))
+        XCTAssertEqual(failed.errorSummary, "the join failed 3 times: x")
+        XCTAssertEqual(try q.openJobs(writing: "/out/redo Upscaled.mov"), [])
+    }
+
     /// `pg_ctl restart -m immediate` between calls: the queue reconnects and nothing is lost.
     func testQueueSurvivesAServerRestart() throws {
         let q = try queue()

@@ -183,7 +183,8 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("out/clip Upscaled.mkv").path, stream: 0).count, 60)
         let listing = try run(["queue", "list"])
         XCTAssertTrue(listing.contains("\tdone\t\(job.chunks)/0/0\t100%"), listing)
-        XCTAssertTrue(listing.contains("working on"), listing)
+        // The worker has stopped: it is no longer listed (it stayed, stale, on its last task).
+        XCTAssertFalse(listing.contains("working on"), listing)
     }
 
     /// Two workers and a watch folder on one queue: files dropped into the folder become jobs,
@@ -260,6 +261,68 @@ final class WorkerTests: XCTestCase {
     }
 
     /// No server there, a password in the address, no queue at all: one line each, at once.
+    /// `submit` refuses what the farm would get wrong: a second job writing the same output
+    /// (in the same call or open on the queue: one result was lost, or every duplicate was
+    /// encoded in full and failed at its join), and a still image (it became a one-frame
+    /// HEVC movie). `queue cancel --queue` with no id refuses instead of cancelling every job.
+    func testSubmitRefusesADuplicateOutputAndAStill() throws {
+        let dir = try workspace()
+        let clip = dir.appendingPathComponent("clip.mp4").path
+        let out = dir.appendingPathComponent("out").path
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("day2"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: clip, toPath: dir.appendingPathComponent("day2/clip.mp4").path)
+        let both = try start(["submit", clip, dir.appendingPathComponent("day2/clip.mp4").path, "-o", out, "--chunk-seconds", "1"] + Self.exact)
+        let bothText = finish(both)
+        XCTAssertEqual(both.0.terminationStatus, 1, bothText)
+        XCTAssertTrue(bothText.contains("would be written to '\(out)/clip Upscaled.mkv', as '\(clip)' of this submit is"), bothText)
+        let again = try start(["submit", clip, "-o", out, "--chunk-seconds", "1"] + Self.exact)
+        let againText = finish(again)
+        XCTAssertEqual(again.0.terminationStatus, 1, againText)
+        XCTAssertTrue(againText.contains("which job 1 on the queue is making"), againText)
+        XCTAssertEqual(try queue().list().count, 1)
+        let photo = Self.fixture.deletingLastPathComponent().appendingPathComponent("baboon.jpg").path
+        let still = try start(["submit", photo, "-o", out])
+        let stillText = finish(still)
+        XCTAssertEqual(still.0.terminationStatus, 1, stillText)
+        XCTAssertTrue(stillText.contains("is a still image: the queue takes videos"), stillText)
+        let cancel = try start(["queue", "cancel", "--queue", cluster.url])
+        let cancelText = finish(cancel)
+        XCTAssertEqual(cancel.0.terminationStatus, 2, cancelText)
+        XCTAssertTrue(cancelText.contains("name the jobs to cancel"), cancelText)
+        XCTAssertEqual(try queue().list().map(\.state), ["queued"])
+    }
+
+    /// A worker that cannot see a job's folders (a wrong --map, a share not mounted) hands the
+    /// task back uncounted and stops, saying so; it failed every job of the farm in seconds.
+    /// An input changed since it was submitted fails its job at once, instead of an output
+    /// made half of each version. A stopped worker leaves the list of workers.
+    func testAWorkerThatCannotSeeTheFilesStopsAndAChangedInputFailsItsJob() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let blind = try start(["worker", "--once", "--name", "blind", "--map", "\(dir.path)=/nowhere\(dir.path)"])
+        let blindText = finish(blind)
+        XCTAssertEqual(blind.0.terminationStatus, 1, blindText)
+        XCTAssertTrue(blindText.contains("this machine cannot see '/nowhere\(dir.path)"), blindText)
+        XCTAssertTrue(blindText.contains("check --map"), blindText)
+        let q = try queue()
+        var job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "running")
+        XCTAssertEqual(job.attempts, 0, "the blind worker's attempt is not counted")
+        XCTAssertFalse(try q.workers().contains { $0.name.hasPrefix("blind/") }, "a stopped worker leaves the list")
+        // The input re-exported (other bytes) after it was submitted.
+        let handle = try FileHandle(forWritingTo: dir.appendingPathComponent("clip.mp4"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(count: 4096))
+        try handle.close()
+        let worker = try start(["worker", "--once", "--name", "seer"])
+        let text = finish(worker)
+        job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "failed", text)
+        XCTAssertTrue(job.errorSummary?.contains("changed since it was submitted") ?? false, job.error ?? "")
+        XCTAssertEqual(job.attempts, 1, "failed at once")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("out/clip Upscaled.mkv").path))
+    }
+
     func testQueueProblemsAreOneLineErrors() throws {
         let cases: [([String], Int32, String)] = [
             (["queue", "list", "--queue", "postgres://upscale@127.0.0.1:1/postgres"], 1, "cannot reach the queue at postgres://upscale@127.0.0.1:1/postgres"),
