@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import ServiceLifecycle
+import UpscaleQueue
 import UnixSignals
 
 /// The queue's web page, its JSON API and its metrics, served by Hummingbird.
@@ -141,6 +142,9 @@ public final class DashboardServer: @unchecked Sendable {
         router.post("/api/jobs/{id}/priority") { request, context in
             let id = try context.parameters.require("id", as: Int64.self)
             let body = try await request.decode(as: PriorityChange.self, context: context)
+            guard QueueActions.priorities.contains(body.priority) else {
+                return Self.problem(.badRequest, "priority must be between \(QueueActions.priorities.lowerBound) and \(QueueActions.priorities.upperBound)")
+            }
             return try await self.act(id, "priority", "is not open") { try $0.setPriority(job: id, priority: body.priority) }
         }
         router.post("/api/pause") { _, _ in try await self.act(nil, "pause", "") { try $0.setPaused(true); return true } }
@@ -152,6 +156,7 @@ public final class DashboardServer: @unchecked Sendable {
                      _ body: @escaping @Sendable (any QueueBoard) throws -> Bool) async throws -> Response {
         let applied = try await cache.perform(body)
         let snapshot = try await cache.current(maxAge: configuration.maxAge, notBefore: Date().timeIntervalSince1970)
+        if !applied, let id, !snapshot.jobs.contains(where: { $0.id == id }) { return Self.problem(.notFound, "no job \(id)") }
         guard applied else { return Self.problem(.conflict, "job \(id.map(String.init) ?? "?") \(refusal)") }
         let job = id.flatMap { id in snapshot.jobs.first { $0.id == id } }
         return try Self.json(ActionResult(action: name, job: job, paused: snapshot.summary.paused))

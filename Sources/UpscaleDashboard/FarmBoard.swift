@@ -35,7 +35,9 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
                 framesDone: job.state == "done" ? job.frames : job.framesDone, frames: job.frames,
                 fps: job.state == "running" ? job.runningFPS : nil, etaSeconds: eta,
                 chunksDone: job.chunksDone, chunks: job.chunks, machines: job.machines, attempts: job.attempts,
-                priority: job.priority, error: job.error, created: job.created, finished: job.finished)
+                // One line with the last attempt's reason, as `queue list` gives it (the log
+                // view has every attempt).
+                priority: job.priority, error: job.errorSummary, created: job.created, finished: job.finished)
         }
         let workers = try queue.workers().map { status -> BoardWorker in
             // "chunk 2/4 of job 7" → "chunk 2/4 of job 7 (file.mov)"

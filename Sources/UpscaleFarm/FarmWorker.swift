@@ -35,6 +35,16 @@ public final class FarmWorker: @unchecked Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let statsLock = NSLock()
     private var stats = Stats()
+    /// Jobs whose folders this machine cannot see (a wrong --map, a share not mounted): not
+    /// claimed again by this worker.
+    private var blind: [Int64: String] = [:]
+
+    /// The jobs this worker could not see the files of, with the folder it missed.
+    public var unseen: [Int64: String] {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return blind
+    }
     private var lastRescue = Date.distantPast
 
     /// `planJob` turns a queued job's settings (command-line options) into this machine's Job.
@@ -100,8 +110,9 @@ public final class FarmWorker: @unchecked Sendable {
                     logger.notice("requeued \(rescued) task(s) whose worker stopped answering")
                 }
             }
-            guard let task = try queue.claim(owner: owner, lease: lease) else {
-                if once, try !queue.hasOpenWork() { return }
+            let excluded = Array(unseen.keys)
+            guard let task = try queue.claim(owner: owner, lease: lease, excluding: excluded) else {
+                if once, try !queue.hasOpenWork(excluding: excluded) { return }
                 // Idle, and alive: a worker that reported only while working showed as stale,
                 // still on its last task.
                 try? queue.reportWorker(name: owner, fps: nil, current: nil)
@@ -122,7 +133,9 @@ public final class FarmWorker: @unchecked Sendable {
         let flag = CancellationFlag()
         let beat = Heartbeat()
         let started = Date()
+        let beaten = DispatchSemaphore(value: 0)
         let beater = Thread { [self] in
+            defer { beaten.signal() }
             while !beat.finished {
                 beat.sleep(lease / 4)
                 if beat.finished { break }
@@ -143,7 +156,11 @@ public final class FarmWorker: @unchecked Sendable {
             }
         }
         beater.start()
-        defer { beat.finish() }
+        defer {
+            beat.finish()
+            // Its last report before the next task's (or the worker's removal from the list).
+            _ = beaten.wait(timeout: .now() + 5)
+        }
 
         do {
             var job = try planJob(record.settings, input, output)
@@ -183,7 +200,7 @@ public final class FarmWorker: @unchecked Sendable {
             }
             if stop.isCancelled {
                 // Shutting down: the task goes back without counting against it.
-                try queue.fail(task, reason: "worker \(owner) stopped", retry: true)
+                try queue.release(task, reason: "worker \(owner) stopped")
                 return
             }
             count { $0.failures += 1 }
@@ -194,28 +211,38 @@ public final class FarmWorker: @unchecked Sendable {
     }
 
     /// Whether this machine sees the job's files as submitted. A folder it cannot see (a wrong
-    /// --map, a share not mounted) is this machine's problem: the task goes back uncounted and
-    /// the worker stops, saying so (it failed every job of the farm in seconds, three attempts
-    /// each, healthy workers' chunks thrown away). An input gone from a folder it sees, or
-    /// changed since it was submitted, fails the job at once (a re-export mid-job gave an
-    /// output half of the old file, half of the new).
+    /// --map, a share not mounted: missing, or an empty mount point) is this machine's problem:
+    /// the task goes back uncounted, and this worker leaves the job to others and goes on with
+    /// the rest (it failed every job of the farm in seconds, three attempts each). An input
+    /// changed since it was submitted, or gone from a folder this machine sees, fails the job
+    /// at once (a re-export mid-job gave an output half of the old file, half of the new).
     private func checkPaths(_ task: FarmTask, record: FarmJob, input: String, output: String, what: String) throws -> Bool {
         let inputFolder = (input as NSString).deletingLastPathComponent
         let outputFolder = (output as NSString).deletingLastPathComponent
-        var isFolder: ObjCBool = false
-        for folder in [inputFolder, outputFolder] where !(FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) && isFolder.boolValue) {
-            try queue.release(task, reason: "worker \(name) cannot see '\(folder)'")
-            throw FarmError("this machine cannot see '\(folder)' (for \(what)); check --map and that the share is mounted — the task went back to the queue and this worker stopped")
+        let now = InputIdentity.of(input)
+        let seen = { (folder: String) -> Bool in
+            var isFolder: ObjCBool = false
+            return FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) && isFolder.boolValue
         }
-        guard let now = InputIdentity.of(input) else {
+        let missing = !seen(outputFolder) ? outputFolder : !seen(inputFolder) ? inputFolder
+            : now == nil && ((try? FileManager.default.contentsOfDirectory(atPath: inputFolder))?.isEmpty ?? true) ? inputFolder : nil
+        if let missing {
+            try queue.release(task, reason: "worker \(name) cannot see '\(missing)'")
+            statsLock.lock()
+            let first = blind.updateValue(missing, forKey: task.jobID) == nil
+            statsLock.unlock()
+            if first { logger.error("this machine cannot see '\(missing)' (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers") }
+            return false
+        }
+        guard let now else {
             logger.error("\(what) failed: '\(input)' is gone")
-            try queue.failJob(task, reason: "'\(input)' is gone since it was submitted; submit it again if it comes back")
+            try queue.fail(task, reason: "'\(input)' is gone since it was submitted; submit it again if it comes back", retry: false)
             count { $0.failures += 1 }
             return false
         }
         if let submitted = record.identity, !submitted.matches(now) {
             logger.error("\(what) failed: '\(input)' changed since it was submitted")
-            try queue.failJob(task, reason: "'\(input)' changed since it was submitted (\(submitted.size) bytes then, \(now.size) now); submit it again")
+            try queue.fail(task, reason: "'\(input)' changed since it was submitted (\(submitted.size) bytes then, \(now.size) now); submit it again", retry: false)
             count { $0.failures += 1 }
             return false
         }
@@ -241,8 +268,9 @@ public final class FarmWorker: @unchecked Sendable {
         }
         if !missing.isEmpty {
             for index in missing { try queue.redo(job: task.jobID, index: index, reason: "chunk file missing or damaged at the join") }
-            // The join waits for them, its attempt not counted.
-            try queue.release(task, reason: "\(missing.count) chunk file(s) missing or damaged; queued again")
+            // The join waits for them (claimed only once every chunk is done). Its attempt
+            // counts: chunk files that never reach the machine that joins fail the job.
+            try queue.fail(task, reason: "\(missing.count) chunk file(s) missing or damaged; queued again", retry: true)
             logger.notice("\(missing.count) chunk file(s) of job \(task.jobID) are missing or damaged in '\(work)'; they are queued again, the join after them")
             return false
         }

@@ -350,7 +350,8 @@ public final class PostgresQueue: @unchecked Sendable {
     /// The oldest queued task of the highest-priority open job, now running with a lease. A
     /// join only once every chunk of its job is done (a chunk queued again at the join waited
     /// behind the join, which failed on it until the job failed).
-    public func claim(owner: String, lease: Double) throws -> FarmTask? {
+    /// `excluding`: jobs this worker cannot see the files of.
+    public func claim(owner: String, lease: Double, excluding excluded: [Int64] = []) throws -> FarmTask? {
         try transaction { c in
             if try paused(c) { return nil }
             let rows = try run(c, """
@@ -358,7 +359,7 @@ public final class PostgresQueue: @unchecked Sendable {
                     token = gen_random_uuid(), lease_expires = now() + make_interval(secs => \(lease)),
                     started = now(), frames_done = 0
                 FROM (SELECT t2.job_id, t2.idx FROM upscale_tasks t2 JOIN upscale_jobs j ON j.id = t2.job_id
-                      WHERE t2.state = 'queued' AND j.state IN ('queued', 'running')
+                      WHERE t2.state = 'queued' AND j.state IN ('queued', 'running') AND j.id <> ALL(\(excluded))
                         AND (t2.idx >= 0 OR NOT EXISTS (SELECT 1 FROM upscale_tasks t3
                                                          WHERE t3.job_id = t2.job_id AND t3.idx >= 0 AND t3.state <> 'done'))
                       ORDER BY j.priority DESC, j.id, t2.idx LIMIT 1 FOR UPDATE OF t2 SKIP LOCKED) pick
@@ -436,7 +437,7 @@ public final class PostgresQueue: @unchecked Sendable {
                 """).rows
             guard let row = rows.first else { return false }
             let (state, errors) = try row.decode((String, String).self)
-            if state == "failed" { try failJob(c, task.jobID, errors: errors, index: task.index) }
+            if state == "failed" { try failJob(c, task.jobID, errors: errors, index: task.index, once: !retry) }
             try run(c, "NOTIFY \(unescaped: Self.channel)")
             return state == "failed"
         }
@@ -450,21 +451,6 @@ public final class PostgresQueue: @unchecked Sendable {
                     errors = errors || \(reason + "\n")
                 WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
                 """)
-            try run(c, "NOTIFY \(unescaped: Self.channel)")
-        }
-    }
-
-    /// Fails a task's job at once, whatever its attempts (its input changed or went away).
-    public func failJob(_ task: FarmTask, reason: String) throws {
-        try transaction { c in
-            let rows = try run(c, """
-                UPDATE upscale_tasks SET state = 'failed', token = NULL, lease_expires = NULL,
-                    errors = errors || \("attempt \(task.attempts) on \(task.token.prefix(8)): \(reason)\n")
-                WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
-                RETURNING errors
-                """).rows
-            guard let row = rows.first else { return }
-            try failJob(c, task.jobID, errors: try row.decode(String.self), index: task.index, once: true)
             try run(c, "NOTIFY \(unescaped: Self.channel)")
         }
     }
@@ -658,11 +644,12 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     /// Whether any task is queued or running (for `worker --once`).
-    public func hasOpenWork() throws -> Bool {
+    /// Whether a job other than `excluded` has work queued or running.
+    public func hasOpenWork(excluding excluded: [Int64] = []) throws -> Bool {
         try with { c in
             try run(c, """
                 SELECT count(*) FROM upscale_tasks t JOIN upscale_jobs j ON j.id = t.job_id
-                WHERE t.state IN ('queued', 'running') AND j.state IN ('queued', 'running')
+                WHERE t.state IN ('queued', 'running') AND j.state IN ('queued', 'running') AND j.id <> ALL(\(excluded))
                 """).rows.first!.decode(Int64.self) > 0
         }
     }

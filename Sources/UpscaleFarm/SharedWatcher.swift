@@ -36,6 +36,7 @@ public final class SharedWatcher {
     public func run(once: Bool, stop: CancellationFlag) throws -> Int32 {
         var status: Int32 = 0
         let network = isNetworkFilesystem(folder.root)
+        var waitingFor: [String: Int64] = [:]
         while !stop.isCancelled {
             let files = scan()
             let writers = OpenWriters.scan(under: folder.root)
@@ -47,6 +48,14 @@ public final class SharedWatcher {
                 if try store.setting(key) != nil { continue }
                 do {
                     let (output, chunks) = try plan(path, folder.upscaled)
+                    // Another job (an earlier version of this file, a clip.avi beside a
+                    // clip.mov) still makes that output: this one waits until it is written,
+                    // then gets a free name.
+                    if let other = try queue.openJobs(writing: output).first {
+                        if waitingFor[path] != other { say("'\(URL(fileURLWithPath: path).lastPathComponent)' waits for job \(other), which makes '\(output)'") }
+                        waitingFor[path] = other
+                        continue
+                    }
                     let id = try queue.submit(input: path, output: output, settings: settings, plan: chunks, priority: 0,
                                               host: FarmWorker.defaultName, identity: InputIdentity(size: stat.size, modified: stat.modified))
                     try store.setSetting(key, "queued \(id)")
@@ -60,15 +69,21 @@ public final class SharedWatcher {
             var open = 0
             for (key, value) in try store.settings(prefix: Self.prefix) where value.hasPrefix("queued ") {
                 guard let id = Int64(value.dropFirst(7)), let job = try queue.job(id: id) else { continue }
-                let name = String(key.dropFirst(Self.prefix.count).split(separator: "|").first ?? "")
+                let parts = key.dropFirst(Self.prefix.count).split(separator: "|")
+                let name = String(parts.first ?? "")
                 let original = folder.path(name)
+                // The file that was submitted, not a newer version put there meanwhile (a
+                // re-export: it is submitted on its own, and went to Failed/ or Originals/ with
+                // the old one's result).
+                let submitted = parts.count == 3 ? InputIdentity(size: Int64(parts[1]) ?? -1, modified: Double(parts[2]) ?? 0) : nil
+                let same = submitted.map { s in InputIdentity.of(original).map { $0.size == s.size && $0.modified == s.modified } ?? false } ?? false
                 switch job.state {
                 case "done":
-                    if FileManager.default.fileExists(atPath: original) { _ = try SafeFiles.move(original, into: folder.originals) }
+                    if same { _ = try SafeFiles.move(original, into: folder.originals) }
                     try store.setSetting(key, "done \(id)")
                     say("done: '\(name)' → '\(job.output)'")
                 case "failed":
-                    if FileManager.default.fileExists(atPath: original) {
+                    if same {
                         let moved = try SafeFiles.move(original, into: folder.failed)
                         try? ((job.error ?? "failed") + "\n").write(toFile: moved + ".error.txt", atomically: true, encoding: .utf8)
                     }

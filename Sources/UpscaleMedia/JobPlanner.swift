@@ -30,6 +30,8 @@ public struct UpscaleOptions: Sendable {
     /// The run's other inputs that an output could land on: a job whose output is one of them
     /// is refused, with or without `overwrite`, so no input of a run is replaced by another's result.
     public var otherInputs: [String] = []
+    /// `--strip`: no file tags in the output (see `Job.stripMetadata`).
+    public var stripMetadata = false
 
     public init(width: Int? = nil, height: Int? = nil, scale: Double? = nil, output: String? = nil,
                 encoder: EncoderSettings = EncoderSettings(), kernel: Kernel = .lanczos3,
@@ -329,6 +331,7 @@ public enum JobPlanner {
                       threads: threads, overwrite: options.overwrite, refine: refine, sampleAspect: sar, deinterlace: deinterlace,
                       notices: notices)
         job.keepsAlpha = keepsAlpha
+        job.stripMetadata = options.stripMetadata
         // Played as stored where .mkv loses the turn: that is the size it shows.
         (job.shownWidth, job.shownHeight) = video.rotation % 180 != 0 && ext == "mkv" ? (shown.height, shown.width) : (shown.width, shown.height)
         job.duration = info.duration

@@ -287,14 +287,23 @@ public enum MediaLibrary {
 
     /// Runs `body` with FFmpeg's log silenced, for attempts whose failure is expected and
     /// said otherwise (the hardware encoders tried in turn: "Cannot load libcuda.so.1" on
-    /// every --verbose run of a machine without a GPU read as an error). Before any other
-    /// thread logs: the level is the process's.
+    /// every --verbose run of a machine without a GPU read as an error). The level is the
+    /// process's: overlapping calls (chunks encoded at once) restore it when the last ends.
     static func quietly<T>(_ body: () throws -> T) rethrows -> T {
-        let level = av_log_get_level()
-        av_log_set_level(AV_LOG_QUIET)
-        defer { av_log_set_level(level) }
+        quiet.withLock { state in
+            if state.depth == 0 { state.saved = av_log_get_level() }
+            state.depth += 1
+            av_log_set_level(AV_LOG_QUIET)
+        }
+        defer {
+            quiet.withLock { state in
+                state.depth -= 1
+                if state.depth == 0 { av_log_set_level(state.saved) }
+            }
+        }
         return try body()
     }
+    private static let quiet = Mutex((depth: 0, saved: Int32(0)))
 
     public static func configure(verbose: Bool = false) {
         _ = once

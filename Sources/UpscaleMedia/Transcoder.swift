@@ -173,10 +173,10 @@ public final class Transcoder {
             noteEarlyEnd(input: input)
             let left = backwards.withLock { $0 }
             if left > 0 {
-                logger.notice("'\(job.input)': \(left) picture(s) decoded after damaged data came at or before the time of a picture already written, and were left out")
+                logger.notice("'\(job.input)': \(left) picture(s) timed at or before a picture already written (after damaged data, or repeated timestamps) were left out")
             }
             if let place = endDamage.withLock({ $0 }) {
-                logger.notice("'\(job.input)' ends in a picture that cannot be decoded, at \(place): it may be cut short (a recording that was stopped, an unfinished copy); the output stops before that picture")
+                logger.notice("'\(job.input)' ends in a picture that cannot be decoded, at \(place): it may be cut short (a recording that was stopped, an unfinished copy); that picture is left out")
             }
             if MediaLibrary.demuxErrors > input.demuxErrorsAtOpen {
                 // Matroska skips a damaged stretch to the next cluster it recognises and goes on:
@@ -387,6 +387,13 @@ public final class Transcoder {
             do {
                 var kept = 0
                 var lastGiven: Int64?
+                // A damaged picture fails the job when another picture follows it; the last
+                // picture of a file cut short mid-picture (a recording stopped by a crash or a
+                // full disk, MPEG-TS above all) ends the output with a note instead, as the
+                // pictures before it are whole. The damage is then in the file's last packets
+                // (a frame-threaded decoder reports it a packet or two late); what the decoder
+                // still gives at the end is kept.
+                var heldDamage: UpscaleError?
                 let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
                     if let range {
                         let place = pts == noPTS ? 1 : range.place(pts)
@@ -431,11 +438,6 @@ public final class Transcoder {
                     watch.waiting(false)
                     return inputPool.take()
                 }
-                // A damaged picture fails the job when another picture follows it; the last
-                // picture of a file cut short mid-picture (a recording stopped by a crash or a
-                // full disk, MPEG-TS above all) ends the output with a note instead, as the
-                // pictures before it are whole.
-                var heldDamage: UpscaleError?
                 reading: while try input.read(into: packet!) {
                     defer { av_packet_unref(packet) }
                     if cancel.isCancelled { throw UpscaleError.cancelled() }

@@ -199,13 +199,13 @@ final class VideoDecoder {
     /// The timestamp of the last packet sent.
     private var lastSent = noPTS
     /// The last damaged picture this decoder failed on: the error, and where ("frame 14 (2.72 s)").
-    private(set) var damage: (error: UpscaleError, place: String)?
+    private(set) var damage: (error: UpscaleError, place: String, pts: Int64)?
 
     private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
         let place = "frame \(frameNumber(at: pts)) (\(seconds(pts)))"
         // The input's own fault: not worth another attempt (a farm retried it three times).
         let error = UpscaleError(.input, "'\(path)' has undecodable video at \(place): \(detail); the file is damaged there — re-export or trim the source")
-        damage = (error, place)
+        damage = (error, place, pts)
         return error
     }
 

@@ -2,6 +2,10 @@ import Foundation
 
 /// What `upscale queue …` does to a folder's queue, through the store and the folder only.
 public enum QueueActions {
+    /// Priorities a job may have, in every queue (the shared one stores 32-bit integers: a
+    /// larger one was the server's "integer out of range", a 503 on the dashboard).
+    public static let priorities = -1_000_000...1_000_000
+
     /// Failed (or cancelled) jobs of these files, or all, are queued again; a failed job's
     /// original comes back from Failed/ to where it was dropped (under a free name) and its
     /// error file is removed. Returns the files queued again.

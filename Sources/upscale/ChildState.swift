@@ -66,15 +66,23 @@ final class RunningChild: @unchecked Sendable {
     /// Ends the child at once and removes its temporary file: a second Ctrl-C, where the
     /// parent exits without waiting for the child's own clean-up (which went on for a second
     /// or two after the shell's prompt was back, the file still there meanwhile).
-    func stopNow() {
+    /// Returns the line to print: what was not written, or where a chunked job's finished
+    /// chunks are kept.
+    func stopNow() -> String {
         lock.lock()
         defer { lock.unlock() }
-        guard let child else { return }
+        guard let child else { return "cancelled" }
         child.kill9()
         // Until it has ended (left for the main thread to reap), so nothing it does follows.
         var info = siginfo_t()
         while waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
-        if let output = state?.output { PartialFile.remove(for: output, pid: child.pid) }
+        guard let output = state?.output else { return "cancelled; no output was written" }
+        PartialFile.remove(for: output, pid: child.pid)
+        let work = ChunkedJob.workFolder(for: output)
+        if FileManager.default.fileExists(atPath: work) {
+            return "cancelled; the finished chunks of '\(output)' are kept in '\(work)': run the same command again to resume"
+        }
+        return "cancelled; '\(output)' was not written"
     }
 
     func terminate() {

@@ -13,7 +13,7 @@ struct ConsoleOutput {
     }
 
     func error(_ text: String) {
-        FileHandle.standardError.write(Data("error: \(text)\n".utf8))
+        writeStandardError("error: \(text)\n")
     }
 }
 
@@ -31,7 +31,7 @@ struct NoticeLogHandler: LogHandler {
     func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?,
              source: String, file: String, function: String, line: UInt) {
         let prefix = level >= .error ? "error" : (level >= .warning ? "warning" : "note")
-        FileHandle.standardError.write(Data("\(prefix): \(message)\n".utf8))
+        writeStandardError("\(prefix): \(message)\n")
     }
 }
 
@@ -45,4 +45,17 @@ func expandingTilde(_ path: String) -> String {
         return home + path.dropFirst()
     }
     return (path as NSString).expandingTildeInPath
+}
+
+/// Writes `text` to standard error, whatever becomes of it: SIGPIPE is ignored (see `main`),
+/// and FileHandle's write stops the process on a failed write (a reader that went away,
+/// `upscale … 2>&1 | head -1`).
+func writeStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return }
+        bytes = bytes.dropFirst(n)
+    }
 }

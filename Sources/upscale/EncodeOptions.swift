@@ -115,13 +115,16 @@ struct EncodeOptions: ParsableArguments {
     }
 
     func upscaleOptions(output: String?, overwrite: Bool) -> UpscaleOptions {
-        UpscaleOptions(
+        var options = UpscaleOptions(
             width: width, height: height, scale: scale, output: output,
             encoder: EncoderSettings(codec: codec ?? .hevc, crf: crf, preset: preset, threads: threads,
                                      hevcEncoder: encoder == "auto" ? nil : encoder),
             kernel: kernel, threads: threads, overwrite: overwrite,
             refine: refine ?? true, refineRequested: refine == true, codecChosen: codec != nil,
             deinterlace: deinterlace)
+        // Every caller's jobs (the plain command, the watch folder, a farm's workers).
+        options.stripMetadata = strip
+        return options
     }
 }
 

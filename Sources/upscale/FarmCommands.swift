@@ -41,6 +41,12 @@ struct SubmitCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Higher runs first (default 0).") var priority = 0
     @Flag(help: "Replace existing outputs.") var overwrite = false
 
+    func validate() throws {
+        guard QueueActions.priorities.contains(priority) else {
+            throw ValidationError("--priority must be between \(QueueActions.priorities.lowerBound) and \(QueueActions.priorities.upperBound)")
+        }
+    }
+
     func run() throws {
         MediaLibrary.configure()
         let store = try queue.open()
@@ -73,7 +79,7 @@ struct SubmitCommand: ParsableCommand {
                                           identity: InputIdentity.of(path))
                 print("queued job \(id): \(path) → \(job.output) (\(plan.chunks.count) chunks, \(plan.frames) frames)")
             } catch let error as UpscaleError {
-                FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+                writeStandardError("error: \(error.message)\n")
                 if error.kind == .usage { throw ExitCode(2) }
                 failed += 1
             }
@@ -128,5 +134,10 @@ struct WorkerCommand: ParsableCommand {
             print("worker \(worker.name): \(stats.chunks) chunks, \(stats.joins) joins, \(stats.failures) failures, \(stats.discarded) discarded (lease lost), \(stats.rescued) rescued")
         }
         if stop.isCancelled { throw ExitCode(130) }
+        let unseen = worker.unseen
+        if !unseen.isEmpty {
+            let list = unseen.keys.sorted().map { "job \($0) ('\(unseen[$0]!)')" }.joined(separator: ", ")
+            throw CLIError(status: 1, "this machine could not see the files of \(list); check --map and that the shares are mounted (those jobs were left to other workers)")
+        }
     }
 }

@@ -112,8 +112,8 @@ struct QueueCommand: ParsableCommand {
         @OptionGroup var queue: QueueOption
 
         func run() throws {
-            guard let last = values.last, let priority = Int(last) else {
-                throw CLIError(status: 2, "give the new priority last, a whole number: 'upscale queue priority DIR FILE 5'")
+            guard let last = values.last, let priority = Int(last), QueueActions.priorities.contains(priority) else {
+                throw CLIError(status: 2, "give the new priority last, a whole number from \(QueueActions.priorities.lowerBound) to \(QueueActions.priorities.upperBound): 'upscale queue priority DIR FILE 5'")
             }
             if queue.given != nil {
                 guard values.count == 2 else { throw CLIError(status: 2, "give a job id and a priority: 'upscale queue priority 7 5 --queue …'") }

@@ -111,8 +111,7 @@ struct UpscaleCommand: ParsableCommand {
         let cancel = CancellationFlag()
         let running = RunningChild()
         let trap = SignalTrap(onRepeat: {
-            running.stopNow()
-            FileHandle.standardError.write(Data("error: cancelled; no output was written\n".utf8))
+            writeStandardError("error: \(running.stopNow())\n")
         }) {
             cancel.cancel()
             running.terminate()
@@ -220,7 +219,6 @@ struct UpscaleCommand: ParsableCommand {
                 return
             }
             var job = try JobPlanner.plan(input: input, options: options, multipleInputs: childBatch, keepProbe: !childPlanOnly)
-            job.stripMetadata = encode.strip
             let stillOnly = [encode.format.map { _ in "--format" }, encode.quality.map { _ in "--quality" }].compactMap { $0 }
             if !stillOnly.isEmpty && !childPlanOnly {
                 logger.notice("\(stillOnly.joined(separator: " and ")) \(stillOnly.count > 1 ? "apply" : "applies") to still images; '\(input)' is a video (its codec is chosen with --codec, its quality with --crf)")
@@ -334,7 +332,7 @@ enum Main {
         // The plain command runs each file in a child process; the first one is a copy of
         // this process made now, while it has no thread yet (see `Zygote`).
         if !folder, !arguments.contains("--child-report-fd"), let name = dashedFile(in: arguments) {
-            FileHandle.standardError.write(Data("error: '\(name)' is read as options; to upscale that file write ./\(name) (or put -- before it)\n".utf8))
+            writeStandardError("error: '\(name)' is read as options; to upscale that file write ./\(name) (or put -- before it)\n")
             exit(2)
         }
         if !folder, !arguments.isEmpty, !arguments.contains("--child-report-fd") {
@@ -382,23 +380,23 @@ enum Main {
             try command.run()
             exit(0)
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+            writeStandardError("error: \(error.description)\n")
             exit(error.status)
         } catch let error as WatchError {
-            FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+            writeStandardError("error: \(error.description)\n")
             exit(1)
         } catch {
             let code = Root.exitCode(for: error)
             let message = Root.fullMessage(for: error)
             if code == .validationFailure {
-                FileHandle.standardError.write(Data((message + "\n").utf8))
+                writeStandardError((message + "\n"))
                 exit(2)
             }
             if !message.isEmpty {
                 if code == .success {
                     print(message)
                 } else {
-                    FileHandle.standardError.write(Data((message + "\n").utf8))
+                    writeStandardError((message + "\n"))
                 }
             }
             exit(code.rawValue)

@@ -568,6 +568,9 @@ final class WatchFolderTests: XCTestCase {
         // A negative priority (after the others) is a number, not an unknown option.
         let lower = try upscale(["queue", "priority", inbox.path, "later.mp4", "-3"])
         XCTAssertEqual(lower.status, 0, lower.stderr)
+        let huge = try upscale(["queue", "priority", inbox.path, "later.mp4", "99999999999"])
+        XCTAssertEqual(huge.status, 2, huge.stderr)
+        XCTAssertTrue(huge.stderr.contains("a whole number from -1000000 to 1000000"), huge.stderr)
         XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "later.mp4"]).status, 0)
         XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
         XCTAssertEqual(try watchOnce().status, 0)

@@ -141,8 +141,11 @@ final class DashboardHTTPTests: XCTestCase {
         // The API shows each change at once (no stale reading after an action).
         let rows = try http.send("GET", "/api/jobs?state=cancelled").json()["jobs"] as? [[String: Any]] ?? []
         XCTAssertEqual(Set(rows.compactMap { $0["file"] as? String }), ["cancelled.mov", "queued-a.mov"])
-        XCTAssertEqual(try post("/api/jobs/424242/cancel").status, 409)
+        // No such job is a 404 (it was a 409, as for a job in the wrong state); a priority
+        // out of range a 400 (on the shared queue it was the server's "integer out of range", a 503).
+        XCTAssertEqual(try post("/api/jobs/424242/cancel").status, 404)
         XCTAssertEqual(try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": "high"}"#).status, 400)
+        XCTAssertEqual(try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": 99999999999}"#).status, 400)
     }
 
     func testForeignOriginsMethodsAndHostsAreRefused() throws {

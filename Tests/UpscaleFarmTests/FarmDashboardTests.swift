@@ -54,6 +54,8 @@ final class FarmDashboardTests: XCTestCase {
         XCTAssertEqual(gamma["state"] as? String, "failed")
         XCTAssertEqual(gamma["file"] as? String, "<b onmouseover=alert(1)>gamma.mov")
         XCTAssertEqual(gamma["attempts"] as? Int, 3)
+        // One line with the last reason (the first line alone named none).
+        XCTAssertEqual(gamma["error"] as? String, "chunk 1 failed 3 times: decoder error 3")
         let log = try http.send("GET", "/api/jobs/\(c)/log").json()["text"] as? String ?? ""
         XCTAssertTrue(log.contains("decoder error 1") && log.contains("decoder error 3"), log)
         let workers = try http.send("GET", "/api/workers").json()["workers"] as? [[String: Any]] ?? []
