@@ -652,11 +652,9 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 
-    /// A second Ctrl-C exits at once, and with the job: its process is ended and its temporary
-    /// file removed before the prompt is back. The parent left before, while the job went on
-    /// cleaning up (measured: 0.1 to 0.3 s at 1280x960, its file still there meanwhile).
-    func testASecondInterruptEndsTheJobBeforeExiting() throws {
-        let dir = try workspace(["street-2s.mp4"])
+    /// street-2s.mp4 in `dir` upscaled 3x (slow), once its job writes its temporary file, with
+    /// the parent's child processes then.
+    private func launchUntilWriting(_ dir: URL) throws -> (Process, Pipe, Pipe, [pid_t]) {
         let (process, out, err) = try launch(["street-2s.mp4", "--scale", "3", "--preset", "slow"], in: dir)
         let parent = process.processIdentifier
         let deadline = Date().addingTimeInterval(60)
@@ -665,8 +663,17 @@ final class CLITests: XCTestCase {
         }
         XCTAssertTrue(listing(dir).contains { $0.hasSuffix(".partial") }, "job never started: \(listing(dir))")
         let children = (try? String(contentsOfFile: "/proc/\(parent)/task/\(parent)/children", encoding: .utf8)) ?? ""
-        let child = try XCTUnwrap(children.split(separator: " ").compactMap { pid_t($0) }.first)
-        _ = out
+        return (process, out, err, children.split(separator: " ").compactMap { pid_t($0) })
+    }
+
+    /// A second Ctrl-C exits at once, and with the job: its process is ended and its temporary
+    /// file removed before the prompt is back. The parent left before, while the job went on
+    /// cleaning up (measured: 0.1 to 0.3 s at 1280x960, its file still there meanwhile).
+    func testASecondInterruptEndsTheJobBeforeExiting() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let (process, _, err, children) = try launchUntilWriting(dir)
+        let parent = process.processIdentifier
+        let child = try XCTUnwrap(children.first)
         // Into the encode; then Ctrl-C and a SIGTERM just after it (two of one kind so close
         // together are taken as one), before the job can have stopped on its own.
         Thread.sleep(forTimeInterval: 0.5)
@@ -697,16 +704,9 @@ final class CLITests: XCTestCase {
     /// stops the child, which removes its temporary file.
     func testFirstFileRunsInAForkedCopyThatStopsWithItsParent() throws {
         let dir = try workspace(["street-2s.mp4"])
-        let (process, _, _) = try launch(["street-2s.mp4", "--scale", "3", "--preset", "slow"], in: dir)
+        let (process, _, _, pids) = try launchUntilWriting(dir)
         let parent = process.processIdentifier
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline && !listing(dir).contains(where: { $0.hasSuffix(".partial") }) {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        XCTAssertTrue(listing(dir).contains { $0.hasSuffix(".partial") }, "job never started: \(listing(dir))")
-        let children = (try? String(contentsOfFile: "/proc/\(parent)/task/\(parent)/children", encoding: .utf8)) ?? ""
-        let pids = children.split(separator: " ").compactMap { pid_t($0) }
-        XCTAssertEqual(pids.count, 1, "children: \(children)")
+        XCTAssertEqual(pids.count, 1, "children: \(pids)")
         let child = try XCTUnwrap(pids.first)
         let commandLine = { (pid: pid_t) in try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")) }
         XCTAssertEqual(commandLine(child), commandLine(parent), "the child was started again rather than forked")
