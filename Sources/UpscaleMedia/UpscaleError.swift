@@ -48,8 +48,9 @@ func check(_ code: Int32, _ what: @autoclosure () -> String, kind: UpscaleError.
 public func fileErrorReason(_ error: Error) -> String {
     let ns = error as NSError
     if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
-    if let inner = ns.userInfo[NSUnderlyingErrorKey] as? NSError, inner.domain == NSPOSIXErrorDomain {
-        return String(cString: strerror(Int32(inner.code)))
+    if let inner = ns.userInfo[NSUnderlyingErrorKey] as? Error {
+        let underlying = inner as NSError
+        if underlying.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(underlying.code))) }
     }
     return ns.localizedDescription
 }

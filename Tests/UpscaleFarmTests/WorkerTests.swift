@@ -198,11 +198,16 @@ final class WorkerTests: XCTestCase {
         try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("one.mp4"))
         try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("two.mp4"))
         try "not a video".write(to: inbox.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
+        // A still stays where it is, said so (it became a one-frame HEVC movie).
+        try FileManager.default.copyItem(at: Self.fixture.deletingLastPathComponent().appendingPathComponent("baboon.jpg"),
+                                         to: inbox.appendingPathComponent("photo.jpg"))
         let watch = try run(["watch", inbox.path, "--once", "--settle", "0.5", "--chunk-seconds", "1"] + Self.exact)
         for w in workers { kill(w.0.processIdentifier, SIGTERM) }
         let texts = workers.map(finish)
         XCTAssertTrue(watch.contains("submitted 'one.mp4'") && watch.contains("submitted 'two.mp4'"), watch)
         XCTAssertTrue(watch.contains("skipped 'notes.txt'"), watch)
+        XCTAssertTrue(watch.contains("skipped 'photo.jpg': a still image: the shared queue takes videos"), watch)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("photo.jpg").path))
         let jobs = try queue().list()
         XCTAssertEqual(jobs.map(\.state), ["done", "done"], watch)
         let outputs = try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Upscaled").path).sorted()
@@ -335,6 +340,36 @@ final class WorkerTests: XCTestCase {
         let tags = try MediaProbe.info(job.output).tags
         XCTAssertNil(tags["title"] ?? tags["TITLE"], "\(tags)")
         XCTAssertNil(tags["com.apple.quicktime.model"] ?? tags["COM.APPLE.QUICKTIME.MODEL"], "\(tags)")
+    }
+
+    /// An output folder a worker cannot write in (a read-only share) fails its chunks with the
+    /// system's reason in one line; it was Foundation's error printed whole ("Error
+    /// Domain=NSCocoaErrorDomain Code=642 … UserInfo={…}").
+    func testAnUnwritableOutputFolderIsNamedWithTheSystemsReason() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a read-only tmpfs") }
+        let dir = try workspace()
+        let shut = dir.appendingPathComponent("shut")
+        try FileManager.default.createDirectory(at: shut, withIntermediateDirectories: true)
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", shut.path]
+        try mount.run()
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else { throw XCTSkip("tmpfs cannot be mounted here") }
+        defer {
+            let umount = Process()
+            umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            umount.arguments = [shut.path]
+            try? umount.run()
+            umount.waitUntilExit()
+        }
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", shut.path, "--chunk-seconds", "1"] + Self.exact)
+        _ = finish(try start(["worker", "--once"]))
+        let job = try XCTUnwrap(try queue().list().first)
+        XCTAssertEqual(job.state, "failed")
+        let summary = job.errorSummary ?? ""
+        XCTAssertTrue(summary.contains("cannot write in the output folder '\(shut.path)' (Read-only file system)"), summary)
+        XCTAssertFalse(job.error?.contains("NSCocoaErrorDomain") ?? true, job.error ?? "")
     }
 
     /// No server there, a password in the address, no queue at all: one line each, at once.
