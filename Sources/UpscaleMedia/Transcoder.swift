@@ -109,6 +109,10 @@ public final class Transcoder {
         // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and decode.
         let hdr = job.encoder.codec == .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084
             ? try HDRMetadata.firstFrame(of: job.input) : nil
+        if job.encoder.codec != .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084 && chunk == nil {
+            // Only x265 writes them; the output was HDR10 without them, with no word.
+            logger.notice("'\(job.input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this \(job.encoder.codec.rawValue) output keeps the PQ and BT.2020 tags without them")
+        }
         var encoder: VideoEncoder?
         var lastError: Error?
         let candidates = job.encoder.encoderCandidates(tenBit: tenBit, layout: decoder.deepLayout, hdr: hdr != nil)

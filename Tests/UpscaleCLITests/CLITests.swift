@@ -466,6 +466,18 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(info.streams.count, 2)
     }
 
+    /// HDR10 into another codec than HEVC says its mastering metadata is not kept (only x265
+    /// writes it): the output was HDR10 without it, with no word.
+    func testHDR10IntoAnotherCodecSaysItsMetadataIsNotKept() throws {
+        let dir = try workspace(["street-hdr10.mp4"])
+        let h264 = try upscale(["street-hdr10.mp4", "--scale", "2", "--codec", "h264", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(h264.status, 0, h264.stderr)
+        XCTAssertTrue(h264.stderr.contains("'street-hdr10.mp4' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this h264 output"), h264.stderr)
+        let hevc = try upscale(["street-hdr10.mp4", "--scale", "2", "--preset", "ultrafast", "--output", "hevc.mp4"], in: dir)
+        XCTAssertEqual(hevc.status, 0, hevc.stderr)
+        XCTAssertFalse(hevc.stderr.contains("is HDR10"), hevc.stderr)
+    }
+
     /// --verbose shows FFmpeg's own warnings, not the failures of the hardware encoders that
     /// `--encoder auto` tries in turn ("[hevc_nvenc] Cannot load libcuda.so.1", "[hevc_qsv]
     /// Error initializing an internal MFX session" on every run of a machine without them).
