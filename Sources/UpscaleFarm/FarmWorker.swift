@@ -220,11 +220,7 @@ public final class FarmWorker: @unchecked Sendable {
         let inputFolder = (input as NSString).deletingLastPathComponent
         let outputFolder = (output as NSString).deletingLastPathComponent
         let now = InputIdentity.of(input)
-        let seen = { (folder: String) -> Bool in
-            var isFolder: ObjCBool = false
-            return FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) && isFolder.boolValue
-        }
-        let missing = !seen(outputFolder) ? outputFolder : !seen(inputFolder) ? inputFolder
+        let missing = !JobPlanner.isDirectory(outputFolder) ? outputFolder : !JobPlanner.isDirectory(inputFolder) ? inputFolder
             : now == nil && ((try? FileManager.default.contentsOfDirectory(atPath: inputFolder))?.isEmpty ?? true) ? inputFolder : nil
         if let missing {
             try queue.release(task, reason: "worker \(name) cannot see '\(missing)'")

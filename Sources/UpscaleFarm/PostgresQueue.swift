@@ -16,7 +16,6 @@ public struct FarmTask: Sendable, Equatable {
     public var isJoin: Bool { index < 0 }
 }
 
-/// A job as the queue shows it.
 /// A file's size and modification time, to tell whether it is still the file that was submitted.
 public struct InputIdentity: Sendable, Codable, Equatable {
     public let size: Int64
@@ -40,6 +39,7 @@ public struct InputIdentity: Sendable, Codable, Equatable {
     }
 }
 
+/// A job as the queue shows it.
 public struct FarmJob: Sendable, Codable, Equatable {
     public let id: Int64
     public let input: String

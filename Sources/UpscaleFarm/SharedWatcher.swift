@@ -76,7 +76,7 @@ public final class SharedWatcher {
                 // re-export: it is submitted on its own, and went to Failed/ or Originals/ with
                 // the old one's result).
                 let submitted = parts.count == 3 ? InputIdentity(size: Int64(parts[1]) ?? -1, modified: Double(parts[2]) ?? 0) : nil
-                let same = submitted.map { s in InputIdentity.of(original).map { $0.size == s.size && $0.modified == s.modified } ?? false } ?? false
+                let same = submitted != nil && InputIdentity.of(original) == submitted
                 switch job.state {
                 case "done":
                     if same { _ = try SafeFiles.move(original, into: folder.originals) }

@@ -339,7 +339,8 @@ public enum JobPlanner {
         return job
     }
 
-    private static func isDirectory(_ path: String) -> Bool {
+    /// Whether `path` is a folder (following links).
+    public static func isDirectory(_ path: String) -> Bool {
         var flag: ObjCBool = false
         return FileManager.default.fileExists(atPath: path, isDirectory: &flag) && flag.boolValue
     }

@@ -143,12 +143,7 @@ public enum MediaProbe {
             let tb = c.pointee.time_base.double
             chapters.append((title, Double(c.pointee.start) * tb, Double(c.pointee.end) * tb))
         }
-        var tags: [String: String] = [:]
-        var entry: UnsafeMutablePointer<AVDictionaryEntry>?
-        while let next = av_dict_get(input.context.pointee.metadata, "", entry, AV_DICT_IGNORE_SUFFIX) {
-            tags[String(cString: next.pointee.key)] = String(cString: next.pointee.value)
-            entry = next
-        }
+        let tags = Dictionary(entries(of: input.context.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
         return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
                          videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters, tags: tags)
     }

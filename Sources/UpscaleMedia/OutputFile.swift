@@ -229,25 +229,30 @@ final class OutputFile {
     }
 }
 
-/// Copies `input`'s chapters (times and titles) into `output`, which has none yet, each moved
 /// The muxer's options for `context`: a .mov/.mp4 whose metadata holds QuickTime's
 /// reverse-DNS keys (an iPhone's location, make, model, software and capture date; Android's
 /// capture rate, which marks slow motion) writes every key in a `keys`/`mdta` list, as the
 /// source held them; otherwise the muxer drops each key it has no atom for. Nil otherwise.
 func headerOptions(for context: UnsafeMutablePointer<AVFormatContext>) -> OpaquePointer? {
-    guard let format = context.pointee.oformat, ["mov", "mp4"].contains(String(cString: format.pointee.name)) else { return nil }
-    var entry: UnsafeMutablePointer<AVDictionaryEntry>?
-    var reverseDNS = false
-    while let next = av_dict_get(context.pointee.metadata, "", entry, AV_DICT_IGNORE_SUFFIX) {
-        if String(cString: next.pointee.key).hasPrefix("com.") { reverseDNS = true }
-        entry = next
-    }
-    guard reverseDNS else { return nil }
+    guard let format = context.pointee.oformat, ["mov", "mp4"].contains(String(cString: format.pointee.name)),
+          entries(of: context.pointee.metadata).contains(where: { $0.key.hasPrefix("com.") }) else { return nil }
     var options: OpaquePointer?
     av_dict_set(&options, "movflags", "use_metadata_tags", 0)
     return options
 }
 
+/// Every key and value of an FFmpeg dictionary (a file's or a stream's tags), in order.
+func entries(of dictionary: OpaquePointer?) -> [(key: String, value: String)] {
+    var result: [(key: String, value: String)] = []
+    var entry: UnsafeMutablePointer<AVDictionaryEntry>?
+    while let next = av_dict_get(dictionary, "", entry, AV_DICT_IGNORE_SUFFIX) {
+        result.append((String(cString: next.pointee.key), String(cString: next.pointee.value)))
+        entry = next
+    }
+    return result
+}
+
+/// Copies `input`'s chapters (times and titles) into `output`, which has none yet, each moved
 /// by `shift` microseconds (never before 0). The muxer frees them with the context.
 func copyChapters(from input: UnsafeMutablePointer<AVFormatContext>, into output: UnsafeMutablePointer<AVFormatContext>, movedBy shift: Int64) {
     let count = Int(input.pointee.nb_chapters)

@@ -183,8 +183,7 @@ final class VideoDecoder {
     /// The time of `pts` from the video's start, as a player shows it (the output starts at 0).
     private func seconds(_ pts: Int64) -> String {
         guard pts != noPTS else { return "unknown time" }
-        let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
-        let t = Double(pts - start) * stream.pointee.time_base.double
+        let t = Double(pts - startPTS) * stream.pointee.time_base.double
         return String(format: "%.2f s", t)
     }
 
@@ -192,20 +191,22 @@ final class VideoDecoder {
     private func frameNumber(at pts: Int64) -> Int {
         let rate = stream.pointee.avg_frame_rate.double > 0 ? stream.pointee.avg_frame_rate.double : stream.pointee.r_frame_rate.double
         guard pts != noPTS, rate > 0 else { return framesDecoded + 1 }
-        let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
-        return Int((Double(pts - start) * stream.pointee.time_base.double * rate).rounded()) + 1
+        return Int((Double(pts - startPTS) * stream.pointee.time_base.double * rate).rounded()) + 1
     }
+
+    /// The video's first timestamp (0 when unknown): frame numbers and times count from it.
+    private var startPTS: Int64 { stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time }
 
     /// The timestamp of the last packet sent.
     private var lastSent = noPTS
     /// The last damaged picture this decoder failed on: the error, and where ("frame 14 (2.72 s)").
-    private(set) var damage: (error: UpscaleError, place: String, pts: Int64)?
+    private(set) var damage: (error: UpscaleError, place: String)?
 
     private func damaged(_ detail: String, pts: Int64) -> UpscaleError {
         let place = "frame \(frameNumber(at: pts)) (\(seconds(pts)))"
         // The input's own fault: not worth another attempt (a farm retried it three times).
         let error = UpscaleError(.input, "'\(path)' has undecodable video at \(place): \(detail); the file is damaged there — re-export or trim the source")
-        damage = (error, place, pts)
+        damage = (error, place)
         return error
     }
 

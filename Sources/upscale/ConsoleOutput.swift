@@ -35,10 +35,9 @@ struct NoticeLogHandler: LogHandler {
     }
 }
 
-/// `~` and `~/…` (and `~user/…`) as the home folder: a shell leaves them as they are in
-/// `--output=~/x.mp4`, and the job then ran to its end to fail at the final rename (its
-/// temporary file, made through Foundation, had been put in the home folder).
-/// `~` is `$HOME`, as in the shell.
+/// `~` and `~/…` as `$HOME`, as in the shell (and `~user/…` as that user's home): a shell
+/// leaves them as they are in `--output=~/x.mp4`, and the job then ran to its end to fail at
+/// the final rename (its temporary file, made through Foundation, had been put in the home folder).
 func expandingTilde(_ path: String) -> String {
     guard path.hasPrefix("~") else { return path }
     if path == "~" || path.hasPrefix("~/"), let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty {

@@ -102,7 +102,7 @@ extension UpscaleCommand {
         let inputURL = URL(fileURLWithPath: input)
         let inputExt = inputURL.pathExtension.lowercased()
         var ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt] ?? inputExt
-        if encode.format == nil && self.output.map({ isFolder($0) || childBatch || $0.hasSuffix("/") }) ?? true && !StillImage.canSave(extension: ext) {
+        if encode.format == nil && self.output.map({ JobPlanner.isDirectory($0) || childBatch || $0.hasSuffix("/") }) ?? true && !StillImage.canSave(extension: ext) {
             // A format libvips reads but cannot write (BMP, TGA): lossless PNG.
             logger.notice("this libvips cannot write .\(ext) files; '\(input)' is saved as .png (or choose --format)")
             ext = "png"
@@ -111,7 +111,7 @@ extension UpscaleCommand {
             throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
         }
         var output: String
-        if let given = self.output, !(isFolder(given) || childBatch || given.hasSuffix("/")) {
+        if let given = self.output, !(JobPlanner.isDirectory(given) || childBatch || given.hasSuffix("/")) {
             // libvips picks the saver by the name's extension.
             let givenExt = URL(fileURLWithPath: given).pathExtension.lowercased(), usual = ".jpg, .png, .webp or .tif"
             guard !givenExt.isEmpty else {
@@ -134,10 +134,5 @@ extension UpscaleCommand {
         }
         try JobPlanner.checkOutput(output, input: input, taken: childTaken, otherInputs: childOtherInput, overwrite: overwrite)
         return output
-    }
-
-    private func isFolder(_ path: String) -> Bool {
-        var flag: ObjCBool = false
-        return FileManager.default.fileExists(atPath: path, isDirectory: &flag) && flag.boolValue
     }
 }
