@@ -169,7 +169,7 @@ public enum JobPlanner {
     /// Whether `a` and `b` name the same file: the same path, or (both existing) the same inode
     /// through another path (a symlinked folder, a hard link). Writing the output renames over
     /// its name, so an output that is the input under another name would replace the original.
-    static func sameFile(_ a: String, _ b: String) -> Bool {
+    public static func sameFile(_ a: String, _ b: String) -> Bool {
         if URL(fileURLWithPath: a).standardizedFileURL.path == URL(fileURLWithPath: b).standardizedFileURL.path { return true }
         var sa = stat(), sb = stat()
         guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
@@ -205,11 +205,17 @@ public enum JobPlanner {
 
     /// A file on disk: not a pipe or a device, and not a name under /dev or /proc for one
     /// (`/dev/stdin < clip.mp4` leads to a regular file, yet is no folder to write beside).
-    static func isRegularFile(_ path: String) -> Bool {
+    public static func isRegularFile(_ path: String) -> Bool {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         if absolute.hasPrefix("/dev/") || absolute.hasPrefix("/proc/") { return false }
         var info = stat()
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+    }
+
+    /// The container of a video's output when no file name is given: the input's own when
+    /// upscale keeps it and `codec` goes in it, else the codec's first.
+    public static func defaultContainer(inputExtension: String, codec: VideoCodec) -> String {
+        codec.containers.contains(inputExtension) && keptContainers.contains(inputExtension) ? inputExtension : codec.containers[0]
     }
 
     /// The default output name: "<name> Upscaled.<ext>".
@@ -273,15 +279,11 @@ public enum JobPlanner {
                 throw UpscaleError(.usage, "'\(given)': \(codec.rawValue) cannot be written to a .\(ext) file; use \(choices)")
             }
         } else {
-            if codec.containers.contains(inputExt) && keptContainers.contains(inputExt) {
-                ext = inputExt
-            } else {
-                ext = codec.containers[0]
-                if !inputExt.isEmpty && ext != inputExt {
-                    notices.append(keptContainers.contains(inputExt)
-                        ? "\(codec.rawValue) cannot go in .\(inputExt); writing .\(ext)"
-                        : ".\(inputExt) cannot hold \(codec.rawValue); writing .\(ext)")
-                }
+            ext = defaultContainer(inputExtension: inputExt, codec: codec)
+            if !inputExt.isEmpty && ext != inputExt {
+                notices.append(keptContainers.contains(inputExt)
+                    ? "\(codec.rawValue) cannot go in .\(inputExt); writing .\(ext)"
+                    : ".\(inputExt) cannot hold \(codec.rawValue); writing .\(ext)")
             }
             // Beside the input; for input that is not a file on disk (/dev/stdin, a named pipe) in
             // the current folder, not in /dev.

@@ -52,6 +52,9 @@ final class OutputFile {
         if muxerName == "mov" && [AV_CODEC_ID_OPUS, AV_CODEC_ID_FLAC, AV_CODEC_ID_VORBIS].contains(codec) {
             return false
         }
+        // FFmpeg writes Vorbis into .mp4 under a private object type (0xDD) that no MP4
+        // specification registers; QuickTime and Safari play such a file without sound.
+        if muxerName == "mp4" && codec == AV_CODEC_ID_VORBIS { return false }
         return avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
     }
 

@@ -97,15 +97,23 @@ extension UpscaleCommand {
         func off() { lock.withLock { on = false } }
     }
 
+    /// A still's output extension when it gets the default name: --format's, else the
+    /// input's format; with `pngFallback`, PNG for a format libvips reads but cannot write
+    /// (BMP, TGA) unless --format named it.
+    func stillExtension(input: String, pngFallback: Bool = true) -> String {
+        let inputExt = URL(fileURLWithPath: input).pathExtension.lowercased()
+        let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt] ?? inputExt
+        return pngFallback && encode.format == nil && !StillImage.canSave(extension: ext) ? "png" : ext
+    }
+
     /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.
     private func stillOutputPath(input: String, logger: Logger) throws -> String {
         let inputURL = URL(fileURLWithPath: input)
-        let inputExt = inputURL.pathExtension.lowercased()
-        var ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt] ?? inputExt
-        if encode.format == nil && self.output.map({ JobPlanner.isDirectory($0) || childBatch || $0.hasSuffix("/") }) ?? true && !StillImage.canSave(extension: ext) {
-            // A format libvips reads but cannot write (BMP, TGA): lossless PNG.
-            logger.notice("this libvips cannot write .\(ext) files; '\(input)' is saved as .png (or choose --format)")
-            ext = "png"
+        let named = stillExtension(input: input, pngFallback: false)
+        var ext = named
+        if self.output.map({ JobPlanner.isDirectory($0) || childBatch || $0.hasSuffix("/") }) ?? true {
+            ext = stillExtension(input: input)
+            if ext != named { logger.notice("this libvips cannot write .\(named) files; '\(input)' is saved as .png (or choose --format)") }
         }
         guard StillImage.canSave(extension: ext) else {
             throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")

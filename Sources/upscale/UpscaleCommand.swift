@@ -119,9 +119,16 @@ struct UpscaleCommand: ParsableCommand {
         defer { withExtendedLifetime(trap) {} }
         let executable = selfExecutable()
 
+        if let (first, second, path) = sharedOutput() {
+            console.error(JobPlanner.sameFile(first, second) ? "'\(second)' is given twice; give each file once"
+                : "'\(first)' and '\(second)' would both be written to '\(path)'; upscale them into separate folders (--output) so neither result is lost")
+            throw ExitCode(2)
+        }
         var failed = 0
         var explained = false
-        // Outputs written so far: a later input whose output lands on one fails instead of replacing it.
+        // Outputs written so far: a later input whose output lands on one fails instead of replacing it
+        // (`sharedOutput` finds most such pairs before the run; a size beyond HEVC's, known only
+        // once planned, can still move a video to .mov).
         var written: [String] = []
         for input in inputs {
             if cancel.isCancelled { break }
@@ -190,6 +197,28 @@ struct UpscaleCommand: ParsableCommand {
             throw ExitCode(130)
         }
         if failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The first two inputs whose outputs would be one file ("<name> Upscaled.<ext>" in the
+    /// same folder: one name from two folders into one --output folder, a.webm beside a.mov),
+    /// and that file, found before anything runs: the later input failed at its turn, after
+    /// the earlier had been upscaled. Names as the planners give them (`JobPlanner.plan`,
+    /// `stillOutputPath`), without opening the files.
+    private func sharedOutput() -> (String, String, String)? {
+        guard inputs.count > 1, output.map(JobPlanner.isDirectory) ?? true else { return nil }
+        let codec = encode.upscaleOptions(output: output, overwrite: overwrite).encoder.codec
+        var seen: [String: String] = [:]
+        for input in inputs {
+            let url = URL(fileURLWithPath: input)
+            let ext = url.pathExtension.lowercased()
+            let outputExt = StillImage.isStill(input) ? stillExtension(input: input) : JobPlanner.defaultContainer(inputExtension: ext, codec: codec)
+            let folder = output ?? (JobPlanner.isRegularFile(input) ? url.deletingLastPathComponent().path : FileManager.default.currentDirectoryPath)
+            let path = URL(fileURLWithPath: folder).appendingPathComponent(JobPlanner.outputName(for: input, extension: outputExt))
+                .standardizedFileURL.path
+            if let first = seen[path] { return (first, input, path) }
+            seen[path] = input
+        }
+        return nil
     }
 
     /// The child's side: plan and run one input, report on the pipe, exit 0, 1, 2 or 130.

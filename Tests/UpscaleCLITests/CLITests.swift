@@ -310,32 +310,49 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 
-    /// Two inputs of one name from two folders into one --output folder, with --overwrite: the
-    /// second would replace the first's result, so it fails; the first result stays and the
-    /// batch goes on to the next file.
-    func testBatchNeverReplacesAnOutputItWroteItself() throws {
+    /// Two inputs of a batch whose outputs would be one file — one name from two folders into
+    /// one --output folder (videos or stills), a.avi beside a.mov (both become .mov), one file
+    /// given twice — are refused before anything runs, in one line naming both, even with
+    /// --overwrite. Before, the later one failed at its turn, after the earlier had been
+    /// upscaled (and the rest of the batch had to be run again on its own).
+    func testBatchWhoseOutputsWouldCollideIsRefusedBeforeAnythingRuns() throws {
         let dir = try workspace(["street-2s.mp4", "street-hlg.mp4", "baboon.jpg", "fruits.jpg"])
         for folder in ["one", "two", "out"] {
             try FileManager.default.createDirectory(at: dir.appendingPathComponent(folder), withIntermediateDirectories: true)
         }
-        let move = { (from: String, to: String) in
-            try FileManager.default.moveItem(at: dir.appendingPathComponent(from), to: dir.appendingPathComponent(to))
+        let copy = { (from: String, to: String) in
+            try FileManager.default.copyItem(at: dir.appendingPathComponent(from), to: dir.appendingPathComponent(to))
         }
-        try move("street-2s.mp4", "one/clip.mp4")
-        try FileManager.default.copyItem(at: dir.appendingPathComponent("street-hlg.mp4"), to: dir.appendingPathComponent("two/clip.mp4"))
-        try move("baboon.jpg", "one/photo.jpg")
-        try move("fruits.jpg", "two/photo.jpg")
-        let result = try upscale(["one/clip.mp4", "two/clip.mp4", "one/photo.jpg", "two/photo.jpg", "street-hlg.mp4",
-                                  "--output", "out", "--overwrite", "--preset", "ultrafast", "--scale", "0.5"], in: dir)
-        XCTAssertEqual(result.status, 1, result.stderr)
-        XCTAssertEqual(result.stderr.split(separator: "\n").count, 2, result.stderr)
-        XCTAssertTrue(result.stderr.contains("'two/clip.mp4' would be written to"), result.stderr)
-        XCTAssertTrue(result.stderr.contains("'two/photo.jpg' would be written to"), result.stderr)
-        XCTAssertEqual(listing(dir.appendingPathComponent("out")), ["clip Upscaled.mp4", "photo Upscaled.jpg", "street-hlg Upscaled.mp4"])
-        // The first clip's result (768x576 halved), not the second's (192x144 halved); the
-        // baboon's (512x512 halved), not the fruits' (512x480).
-        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out/clip Upscaled.mp4")), "384x288")
-        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("out/photo Upscaled.jpg")), "256x256")
+        try copy("street-2s.mp4", "one/clip.mp4")
+        try copy("street-hlg.mp4", "two/clip.mp4")
+        try copy("baboon.jpg", "one/photo.jpg")
+        try copy("fruits.jpg", "two/photo.jpg")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("three"), withIntermediateDirectories: true)
+        try copy("street-hlg.mp4", "three/clip.avi")
+        try copy("street-hlg.mp4", "three/clip.mov")
+        let common = ["--overwrite", "--preset", "ultrafast", "--scale", "0.5"]
+        let cases: [([String], String)] = [
+            (["street-hlg.mp4", "one/clip.mp4", "two/clip.mp4", "--output", "out"],
+             "'one/clip.mp4' and 'two/clip.mp4' would both be written to '\(dir.path)/out/clip Upscaled.mp4'"),
+            (["one/photo.jpg", "street-hlg.mp4", "two/photo.jpg", "--output", "out"],
+             "'one/photo.jpg' and 'two/photo.jpg' would both be written to '\(dir.path)/out/photo Upscaled.jpg'"),
+            (["three/clip.avi", "three/clip.mov"], "'three/clip.avi' and 'three/clip.mov' would both be written to '\(dir.path)/three/clip Upscaled.mov'"),
+            (["one/clip.mp4", "two/photo.jpg", "./one/clip.mp4"], "'./one/clip.mp4' is given twice"),
+        ]
+        for (arguments, message) in cases {
+            let result = try upscale(arguments + common, in: dir)
+            XCTAssertEqual(result.status, 2, result.stderr)
+            XCTAssertEqual(result.stderr.split(separator: "\n"), ["error: " + message + (message.hasSuffix("twice") ? "; give each file once"
+                : "; upscale them into separate folders (--output) so neither result is lost")], "\(arguments)")
+            XCTAssertEqual(listing(dir.appendingPathComponent("out")), [], "\(arguments)")
+            XCTAssertEqual(listing(dir.appendingPathComponent("one")), ["clip.mp4", "photo.jpg"], "\(arguments)")
+            XCTAssertEqual(listing(dir.appendingPathComponent("three")), ["clip.avi", "clip.mov"], "\(arguments)")
+        }
+        // Each into its own folder: both written, each from its own input (768x576 and 192x144 halved).
+        let apart = try upscale(["one/clip.mp4", "two/clip.mp4"] + common, in: dir)
+        XCTAssertEqual(apart.status, 0, apart.stderr)
+        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("one/clip Upscaled.mp4")), "384x288")
+        XCTAssertEqual(try Self.probeSize(dir.appendingPathComponent("two/clip Upscaled.mp4")), "96x72")
     }
 
     /// An input named like another input's output ("clip Upscaled.mp4" beside "clip.mp4"), in

@@ -604,6 +604,23 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(audio.map(\.isDefault), [false, true])
     }
 
+    /// Vorbis is re-encoded to AAC for .mp4, where FFmpeg would copy it under a private object
+    /// type that QuickTime and Safari play without sound; Matroska, which registers Vorbis,
+    /// keeps the stream as it is.
+    func testVorbisGoesToAACInMP4AndIsCopiedIntoMatroska() throws {
+        let dir = try workspace(copying: ["street-vp9-vorbis.webm"])
+        let source = dir.appendingPathComponent("street-vp9-vorbis.webm").path
+        XCTAssertEqual(try MediaProbe.info(source).streams.filter { $0.kind == .audio }.map(\.codec), ["vorbis"])
+        for (ext, codec) in [("mp4", "aac"), ("mkv", "vorbis")] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            _ = try run(source, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let audio = try MediaProbe.info(out).streams.filter { $0.kind == .audio }
+            XCTAssertEqual(audio.map(\.codec), [codec], ext)
+            XCTAssertEqual(audio.first?.sampleRate, 48000, ext)
+            XCTAssertEqual(try Measure.audioEnd(out), try Measure.audioEnd(source), accuracy: 0.05, ext)
+        }
+    }
+
     /// A file whose timestamps start late (an MPEG-TS recording an hour in; Matroska with
     /// chapters 10 s in) gives an output that starts at 0 and lasts as long as the input, its
     /// streams and chapters moved together. Before, the start became an empty stretch before
