@@ -46,6 +46,17 @@ public final class FarmWorker: @unchecked Sendable {
         return blind
     }
     private var lastRescue = Date.distantPast
+    /// The heartbeats of the tasks running now, by slot name.
+    private var beats: [String: Heartbeat] = [:]
+
+    /// Every running task's heartbeat renews its lease now: a task whose job was cancelled
+    /// finds its token gone and stops within a second, not at its next beat.
+    private func nudgeHeartbeats() {
+        statsLock.lock()
+        let running = Array(beats.values)
+        statsLock.unlock()
+        running.forEach { $0.nudge() }
+    }
 
     /// `planJob` turns a queued job's settings (command-line options) into this machine's Job.
     public init(queue: PostgresQueue, name: String, slots: Int, map: PathMap, lease: Double = FarmWorker.defaultLease,
@@ -69,7 +80,9 @@ public final class FarmWorker: @unchecked Sendable {
     }
 
     public func run(once: Bool, stop: CancellationFlag) throws -> Stats {
-        try queue.listen { [wake] in wake.signal() }
+        try queue.listen { [self] payload in
+            if payload == PostgresQueue.cancelPayload { nudgeHeartbeats() } else { wake.signal() }
+        }
         let group = DispatchGroup()
         let failure = FirstError()
         for slot in 0..<slots {
@@ -132,6 +145,9 @@ public final class FarmWorker: @unchecked Sendable {
         try? queue.reportWorker(name: owner, fps: nil, current: what)
         let flag = CancellationFlag()
         let beat = Heartbeat()
+        statsLock.lock()
+        beats[owner] = beat
+        statsLock.unlock()
         let started = Date()
         let beaten = DispatchSemaphore(value: 0)
         let beater = Thread { [self] in
@@ -157,6 +173,9 @@ public final class FarmWorker: @unchecked Sendable {
         }
         beater.start()
         defer {
+            statsLock.lock()
+            beats[owner] = nil
+            statsLock.unlock()
             beat.finish()
             // Its last report before the next task's (or the worker's removal from the list).
             _ = beaten.wait(timeout: .now() + 5)
@@ -195,7 +214,11 @@ public final class FarmWorker: @unchecked Sendable {
         } catch {
             if beat.lost {
                 count { $0.discarded += 1 }
-                logger.notice("\(what): lease lost (taken over by another worker); discarded")
+                if (try? queue.job(id: task.jobID))??.state == "cancelled" {
+                    logger.notice("\(what): job \(task.jobID) was cancelled; stopped")
+                } else {
+                    logger.notice("\(what): lease lost (taken over by another worker); discarded")
+                }
                 return
             }
             if stop.isCancelled {
@@ -303,4 +326,6 @@ private final class Heartbeat: @unchecked Sendable {
         signal.signal()
     }
     func sleep(_ seconds: Double) { _ = signal.wait(timeout: .now() + seconds) }
+    /// Ends the current (or next) sleep early.
+    func nudge() { signal.signal() }
 }

@@ -123,15 +123,19 @@ public struct ChunkRun: Sendable, Equatable {
 /// of two chunks finishing at the same instant sees that none is left and creates the join.
 public final class PostgresQueue: @unchecked Sendable {
     public static let schemaVersion = 2
-    /// Workers are told about new work on this channel.
+    /// Workers are told about new work on this channel (empty payload), and about cancelled
+    /// jobs (`cancelPayload`).
     public static let channel = "upscale_work"
+    /// The payload of the notice `cancel` sends: workers check their running tasks at once
+    /// instead of at their next heartbeat (up to a quarter of the lease, 15 s, later).
+    public static let cancelPayload = "cancel"
 
     public let address: QueueAddress
     public var reconnectFor: Double = 300
     private let logger: Logger
     private let lock = NSLock()
     private var connection: PostgresConnection?
-    private var listener: (() -> Void)?
+    private var listener: ((String) -> Void)?
     private var everConnected = false
     private static let ids = IDCounter()
 
@@ -166,7 +170,7 @@ public final class PostgresQueue: @unchecked Sendable {
         connection = made
         everConnected = true
         if let listener {
-            made.addListener(channel: Self.channel) { _, _ in listener() }
+            made.addListener(channel: Self.channel) { _, notice in listener(notice.payload) }
             _ = try made.query("LISTEN \(unescaped: Self.channel)", logger: logger).wait()
         }
         return made
@@ -256,11 +260,12 @@ public final class PostgresQueue: @unchecked Sendable {
         return error
     }
 
-    /// `wake` is called when another process announces new work (LISTEN/NOTIFY); kept across reconnects.
-    public func listen(_ wake: @escaping @Sendable () -> Void) throws {
+    /// `wake` is called with the payload when another process announces new work or a
+    /// cancel (LISTEN/NOTIFY); kept across reconnects.
+    public func listen(_ wake: @escaping @Sendable (_ payload: String) -> Void) throws {
         try with { c in
             listener = wake
-            c.addListener(channel: Self.channel) { _, _ in wake() }
+            c.addListener(channel: Self.channel) { _, notice in wake(notice.payload) }
             try run(c, "LISTEN \(unescaped: Self.channel)")
         }
     }
@@ -619,6 +624,7 @@ public final class PostgresQueue: @unchecked Sendable {
             for row in rows {
                 try run(c, "UPDATE upscale_tasks SET state = 'cancelled', token = NULL WHERE job_id = \(try row.decode(Int64.self)) AND state IN ('queued', 'running')")
             }
+            if !rows.isEmpty { try run(c, "NOTIFY \(unescaped: Self.channel), '\(unescaped: Self.cancelPayload)'") }
             return rows.count
         }
     }

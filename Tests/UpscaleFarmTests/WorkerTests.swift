@@ -257,6 +257,32 @@ final class WorkerTests: XCTestCase {
         XCTAssertTrue(text.contains("1 joins"), text)
     }
 
+    /// A cancelled job's running chunk stops at once: the cancel's NOTIFY has the worker renew
+    /// its leases now, and the task's token is gone. It went on encoding until its next
+    /// heartbeat, a quarter of the lease (15 s by default). Nothing of the chunk is left.
+    func testCancelStopsARunningChunkAtOnce() throws {
+        let dir = try workspace()
+        // Slow on purpose: one 3 s chunk (30 pictures at 1024x768, x265 veryslow, one thread) takes far longer than the wait.
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "3", "--scale", "4", "--preset", "veryslow", "--no-refine", "--threads", "1"])
+        let q = try queue()
+        let worker = try start(["worker", "--once", "--name", "w"], lease: 60)
+        try waitUntil("the worker encodes a chunk") { try q.list().first?.machines.contains("w") == true }
+        Thread.sleep(forTimeInterval: 1)
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.chunksDone, 0)
+        let cancelled = Date()
+        try run(["queue", "cancel", "--queue", cluster.url, String(job.id)])
+        let text = finish(worker)
+        let took = Date().timeIntervalSince(cancelled)
+        XCTAssertEqual(worker.0.terminationStatus, 0, text)
+        XCTAssertLessThan(took, 7, "the worker stopped \(took) s after the cancel: \(text)")
+        XCTAssertTrue(text.contains("job \(job.id) was cancelled; stopped"), text)
+        XCTAssertEqual(try q.job(id: job.id)?.state, "cancelled")
+        let work = ChunkedJob.workFolder(for: job.output)
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [], [], "left in \(work)")
+    }
+
     private let batch: Int32 = 3 // SCHED_BATCH (linux/sched.h), not imported into Swift
 
     /// The scheduling policy of each thread of process `pid` (threads gone while read are left out).
