@@ -74,13 +74,32 @@ public struct FarmError: Error, CustomStringConvertible {
 public struct PathMap: Sendable {
     public let rules: [(from: String, to: String)]
 
+    /// Refused: a rule that is not FROM=TO, a relative prefix (paths on the queue are absolute,
+    /// so it would never match), and one prefix mapped twice to different places (only one
+    /// of them could apply).
     public init(_ specs: [String]) throws {
         rules = try specs.map { spec in
             guard let eq = spec.firstIndex(of: "="), eq != spec.startIndex, spec.index(after: eq) != spec.endIndex else {
                 throw FarmError("--map '\(spec)' should be FROM=TO (two path prefixes)")
             }
-            return (String(spec[..<eq]), String(spec[spec.index(after: eq)...]))
+            let rule = (from: String(spec[..<eq]), to: String(spec[spec.index(after: eq)...]))
+            guard rule.from.hasPrefix("/"), rule.to.hasPrefix("/") else {
+                throw FarmError("--map '\(spec)': both prefixes must be absolute paths (FROM as submitted, TO on this machine)")
+            }
+            return rule
         }
+        var seen: [String: String] = [:]
+        for rule in rules {
+            let from = Self.trimmed(rule.from), to = Self.trimmed(rule.to)
+            if let other = seen.updateValue(to, forKey: from), other != to {
+                throw FarmError("--map gives '\(from)' twice, to '\(other)' and to '\(to)'; keep one")
+            }
+        }
+    }
+
+    /// A prefix without its trailing slash ("/" stays).
+    private static func trimmed(_ prefix: String) -> String {
+        prefix.count > 1 && prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
     }
 
     /// `path` with its longest matching prefix replaced (whole path components only).

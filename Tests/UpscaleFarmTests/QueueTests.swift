@@ -188,6 +188,14 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(map.apply("/mnt/nas/raw/b.mov"), "/data/raw/b.mov")
         XCTAssertEqual(map.apply("/mnt/nasty/c.mov"), "/mnt/nasty/c.mov")
         XCTAssertThrowsError(try PathMap(["/only-from"]))
+        // One prefix to two places: only one could apply; the same place twice is fine.
+        XCTAssertThrowsError(try PathMap(["/mnt/nas=/Volumes/NAS", "/mnt/nas/=/data"])) { error in
+            XCTAssertEqual("\(error)", "--map gives '/mnt/nas' twice, to '/Volumes/NAS' and to '/data'; keep one")
+        }
+        XCTAssertEqual(try PathMap(["/mnt/nas=/Volumes/NAS", "/mnt/nas/=/Volumes/NAS/"]).apply("/mnt/nas/a.mov"), "/Volumes/NAS/a.mov")
+        // Paths on the queue are absolute: a relative prefix would never match.
+        XCTAssertThrowsError(try PathMap(["mnt/nas=/Volumes/NAS"]))
+        XCTAssertThrowsError(try PathMap(["/mnt/nas=NAS"]))
     }
 
     /// sslmode=require encrypts (the server says so) without checking the certificate, as
