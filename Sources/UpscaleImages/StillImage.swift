@@ -10,8 +10,9 @@ public final class StillImage {
     /// (.jfif and .jpe are JPEG; BMP and TGA go through libvips' ImageMagick loader and saver,
     /// and a libvips without them saves PNG. They were taken as video and became a one-frame
     /// HEVC .mov.)
+    /// (Netpbm's .ppm/.pgm/.pnm/.pfm and JPEG 2000's .j2k/.jpx became a HEVC .mov the same way.)
     public static let extensions: Set<String> = ["jpg", "jpeg", "jfif", "jpe", "png", "webp", "tif", "tiff", "gif", "heic", "heif",
-                                                 "avif", "jxl", "jp2", "bmp", "tga"]
+                                                 "avif", "jxl", "jp2", "j2k", "jpx", "bmp", "tga", "ppm", "pgm", "pnm", "pfm"]
     /// `--format` names (and output name suffixes) and the suffix each writes.
     public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "png": "png", "webp": "webp",
                                                     "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
@@ -19,7 +20,41 @@ public final class StillImage {
     /// Formats whose savers take a quality (`Q`).
     static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl", "jp2"]
 
-    public static func isStill(_ path: String) -> Bool { extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) }
+    /// Camera raw files: most are TIFF inside, and read as one they give their small preview.
+    public static let rawExtensions: Set<String> = ["dng", "nef", "nrw", "cr2", "cr3", "crw", "arw", "srf", "sr2", "orf", "rw2", "raf",
+                                                    "pef", "srw", "3fr", "erf", "kdc", "dcr", "mos", "mrw", "iiq", "x3f"]
+
+    public static func isCameraRaw(_ path: String) -> Bool { rawExtensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) }
+
+    /// A still by its extension, or, for a file on disk whose extension is none of those, by
+    /// its first bytes (a photo saved without an extension, or as "IMG_1.JPG_original", was
+    /// upscaled into a one-frame HEVC .mov).
+    public static func isStill(_ path: String) -> Bool {
+        extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) || looksLikeStill(path)
+    }
+
+    /// JPEG, PNG, GIF, WebP, TIFF, JPEG XL, JPEG 2000, or HEIF/AVIF (an ISO file whose brand is
+    /// an image one), by the file's first 16 bytes. Only regular files are read: a pipe's
+    /// bytes would be gone for the job.
+    static func looksLikeStill(_ path: String) -> Bool {
+        guard !isCameraRaw(path) else { return false }
+        var info = stat()
+        guard !path.hasPrefix("/dev/"), !path.hasPrefix("/proc/"), stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
+        func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
+            head.count >= offset + bytes.count && Array(head[offset..<offset + bytes.count]) == bytes
+        }
+        let ascii = { (text: String) in [UInt8](text.utf8) }
+        if starts([0xFF, 0xD8, 0xFF]) || starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) || starts(ascii("GIF8")) { return true }
+        if starts(ascii("RIFF")) && starts(ascii("WEBP"), at: 8) { return true }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return true }
+        if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return true } // JPEG XL
+        if starts([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return true } // JPEG 2000
+        if starts(ascii("ftyp"), at: 4) && ["heic", "heix", "mif1", "avif"].contains(where: { starts(ascii($0), at: 8) }) { return true }
+        return false
+    }
 
     public let path: String
     public let width: Int
@@ -53,7 +88,9 @@ public final class StillImage {
         }
         defer { upscale_vips_unref(loaded) }
         var notices: [String] = []
-        let frames = max(Int(upscale_vips_pages(loaded)), StillImage.animatedPNGFrames(path) ?? 1)
+        // JPEG 2000's "pages" are its resolution levels (page 1 is the half-size picture): one picture.
+        let levels = ["jp2", "j2k", "jpx"].contains(URL(fileURLWithPath: path).pathExtension.lowercased())
+        let frames = levels ? 1 : max(Int(upscale_vips_pages(loaded)), StillImage.animatedPNGFrames(path) ?? 1)
         if frames > 1 {
             notices.append("'\(path)' has \(frames) frames; only the first is upscaled")
         }
@@ -294,7 +331,7 @@ public final class StillImage {
             converted = true
         }
         if !strip {
-            copyMetadata(to: tagged, profile: !converted)
+            copyMetadata(to: tagged, profile: !converted, extension: ext)
             // The pixels are upright now: the EXIF block the saver writes says so.
             upscale_vips_set_int(tagged, "orientation", 1)
         }
@@ -355,12 +392,59 @@ public final class StillImage {
 
     /// The metadata blobs carried to the output (unless stripped): the ICC profile as it is (unless
     /// the pixels were turned to sRGB), EXIF, XMP, IPTC (captions, credits, keywords: it was left out).
-    fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>, profile: Bool) {
+    fileprivate func copyMetadata(to out: UnsafeMutablePointer<VipsImage>, profile: Bool, extension ext: String) {
         for name in (profile ? ["icc-profile-data"] : []) + ["exif-data", "xmp-data", "iptc-data"] {
+            // libvips 8.14's TIFF saver writes IPTC with a quarter of its length (a block readers
+            // call damaged): left out, and said so (`metadataNote`).
+            if name == "iptc-data" && ["tif", "tiff"].contains(ext) { continue }
             guard var data = blob(name) else { continue }
             if name == "xmp-data" && turned { data = StillImage.uprightXMP(data) }
+            if name == "exif-data" && turned { data = StillImage.withoutThumbnail(data) }
             data.withUnsafeBytes { upscale_vips_set_blob_copy(out, name, $0.baseAddress, $0.count) }
         }
+    }
+
+    /// What of this picture's metadata a file ending in `.ext` will not hold with libvips 8.14
+    /// (TIFF: no EXIF, and IPTC left out rather than written damaged; PNG, WebP, HEIF, AVIF: no
+    /// IPTC; JPEG XL: none of them), as a note, or nil when everything is kept.
+    public func metadataNote(forExtension ext: String) -> String? {
+        let kept: Set<String>
+        switch ext.lowercased() {
+        case "jpg", "jpeg": return nil
+        case "tif", "tiff": kept = ["xmp-data"]
+        case "png", "webp", "heic", "heif", "avif": kept = ["exif-data", "xmp-data"]
+        case "jxl": kept = []
+        default: return nil
+        }
+        let names = ["exif-data": "EXIF (camera, date, location)", "iptc-data": "IPTC (captions, keywords, credits)", "xmp-data": "XMP"]
+        let lost = ["exif-data", "iptc-data", "xmp-data"].filter { !kept.contains($0) && blob($0) != nil }.map { names[$0]! }
+        guard !lost.isEmpty else { return nil }
+        return "'\(path)': .\(ext.lowercased()) files as this libvips writes them keep no \(lost.joined(separator: " or ")); they are left out (save as JPEG to keep them)"
+    }
+
+    /// EXIF without its thumbnail (the link from the first directory to the second, the
+    /// thumbnail's, cleared; libvips re-writes the block without what is no longer linked).
+    /// The thumbnail shows the picture as stored: once the picture is turned upright, file
+    /// browsers, cameras and import dialogs that show the thumbnail showed it on its side.
+    static func withoutThumbnail(_ exif: Data) -> Data {
+        var bytes = [UInt8](exif)
+        let start = bytes.starts(with: Array("Exif".utf8) + [0, 0]) ? 6 : 0
+        guard bytes.count >= start + 8 else { return exif }
+        let little: Bool
+        switch (bytes[start], bytes[start + 1]) {
+        case (0x49, 0x49): little = true
+        case (0x4D, 0x4D): little = false
+        default: return exif
+        }
+        func number(at offset: Int, size: Int) -> Int? {
+            guard offset >= 0, offset + size <= bytes.count else { return nil }
+            return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + (little ? size - 1 - $1 : $1)]) }
+        }
+        guard let first = number(at: start + 4, size: 4), let entries = number(at: start + first, size: 2) else { return exif }
+        let link = start + first + 2 + 12 * entries
+        guard link + 4 <= bytes.count else { return exif }
+        bytes.replaceSubrange(link..<link + 4, with: [0, 0, 0, 0])
+        return Data(bytes)
     }
 
     /// XMP with its orientation said upright (`tiff:Orientation` 1), as the pixels now are: an
@@ -387,9 +471,33 @@ public final class StillImage {
     /// Formats whose libvips saver writes an ICC profile (8.14's GIF and JPEG 2000 savers do not).
     static func keepsProfile(extension ext: String) -> Bool { !["gif", "jp2"].contains(ext.lowercased()) }
 
-    /// Whether an ICC profile describes sRGB (its description says so, in ASCII or UTF-16, and
-    /// not linear sRGB): pixels in it need no conversion when the profile is left out.
+    /// Whether pixels in an RGB profile are sRGB already, so that leaving the profile out shifts
+    /// no colour: 125 colours (each band 0, 64, 128, 192, 255) converted through it to sRGB
+    /// (lcms, via libvips) all come back within 2. The profile's name said so before, and
+    /// Artifex's "esRGB" (extended, encoded far from sRGB) passed as sRGB: its colours shifted
+    /// by up to 40 levels. A profile lcms cannot use is judged by its name as before.
     static func isSRGB(_ profile: Data) -> Bool {
+        let levels: [UInt8] = [0, 64, 128, 192, 255]
+        var colours: [UInt8] = []
+        for r in levels { for g in levels { for b in levels { colours += [r, g, b] } } }
+        let measured: Bool? = colours.withUnsafeBytes { raw in
+            guard let plain = upscale_vips_from_memory(raw.baseAddress, raw.count, Int32(colours.count / 3), 1, 3, VIPS_FORMAT_UCHAR) else { return nil }
+            defer { upscale_vips_unref(plain) }
+            var tagged: UnsafeMutablePointer<VipsImage>?, converted: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_copy_as(plain, &tagged, VIPS_INTERPRETATION_sRGB) == 0, let tagged else { return nil }
+            defer { upscale_vips_unref(tagged) }
+            profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
+            guard upscale_vips_to_srgb(tagged, &converted, 8) == 0, let converted else { return nil }
+            defer { upscale_vips_unref(converted) }
+            var size = 0
+            guard let memory = upscale_vips_to_memory(converted, &size) else { return nil }
+            defer { g_free(memory) }
+            guard size == colours.count else { return nil }
+            let out = memory.assumingMemoryBound(to: UInt8.self)
+            return colours.indices.allSatisfy { abs(Int(out[$0]) - Int(colours[$0])) <= 2 }
+        }
+        upscale_vips_error_clear()
+        if let measured { return measured }
         let says = { (text: String) in
             profile.range(of: Data(text.utf8)) != nil || profile.range(of: Data(text.utf8.flatMap { [0, $0] })) != nil
         }

@@ -33,7 +33,6 @@ final class AudioTranscoder {
             throw UpscaleError(.processing, "this FFmpeg build has no AAC encoder")
         }
         decoder = avcodec_alloc_context3(decoderCodec)
-        encoder = avcodec_alloc_context3(aac)
         decoded = av_frame_alloc()
         chunk = av_frame_alloc()
         packet = av_packet_alloc()
@@ -48,13 +47,31 @@ final class AudioTranscoder {
 
         let rates: Set<Int32> = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000]
         let rate = rates.contains(decoder.pointee.sample_rate) ? decoder.pointee.sample_rate : 48000
-        encoder.pointee.sample_rate = rate
-        encoder.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
-        av_channel_layout_default(&encoder.pointee.ch_layout, min(decoder.pointee.ch_layout.nb_channels, 8))
-        encoder.pointee.bit_rate = Int64(96_000 * min(Int(encoder.pointee.ch_layout.nb_channels), 6))
-        encoder.pointee.time_base = AVRational(num: 1, den: rate)
-        if globalHeader { encoder.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
-        try check(avcodec_open2(encoder, aac, nil), "cannot open the AAC encoder")
+        // The source's layout where the AAC encoder takes it (a program config element names
+        // it): the default layout of as many channels made quad (rear left, rear right) 4.0
+        // (front centre, back centre), both rear channels mixed into one and the centre silent.
+        // Else that default layout.
+        let channels = decoder.pointee.ch_layout.nb_channels
+        let open = { (source: UnsafePointer<AVChannelLayout>?) -> UnsafeMutablePointer<AVCodecContext>? in
+            var made: UnsafeMutablePointer<AVCodecContext>? = avcodec_alloc_context3(aac)
+            guard let context = made else { return nil }
+            context.pointee.sample_rate = rate
+            context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+            if let source {
+                guard av_channel_layout_copy(&context.pointee.ch_layout, source) >= 0 else { avcodec_free_context(&made); return nil }
+            } else {
+                av_channel_layout_default(&context.pointee.ch_layout, min(channels, 8))
+            }
+            context.pointee.bit_rate = Int64(96_000 * min(Int(context.pointee.ch_layout.nb_channels), 6))
+            context.pointee.time_base = AVRational(num: 1, den: rate)
+            if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+            guard avcodec_open2(context, aac, nil) >= 0 else { avcodec_free_context(&made); return nil }
+            return context
+        }
+        let decoderContext = decoder
+        let sourceLayout = channels <= 8 ? withUnsafePointer(to: &decoderContext.pointee.ch_layout) { open($0) } : nil
+        guard let opened = sourceLayout ?? open(nil) else { throw UpscaleError(.processing, "cannot open the AAC encoder") }
+        encoder = opened
 
         try check(swr_alloc_set_opts2(&resampler,
                                       &encoder.pointee.ch_layout, encoder.pointee.sample_fmt, encoder.pointee.sample_rate,

@@ -78,6 +78,7 @@ extension Transcoder {
         var chunk = try ChunkReader(path: firstPath)
         var haveVideo = false, haveOther = false, otherDone = routes.isEmpty
         var frames = 0
+        let placed: String
         do {
             try output.open()
             while true {
@@ -133,12 +134,12 @@ extension Transcoder {
             for case .audio(let t, let out) in routes.values {
                 try t.transcode(nil) { try output.write($0, stream: out) }
             }
-            try output.finish(overwrite: job.overwrite)
+            placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
         } catch {
             output.abandon()
             throw error
         }
-        return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
+        return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
                                 encoderName: job.encoder.codec.encoderName, audioCopied: copied, audioTranscoded: transcoded)
     }
 }

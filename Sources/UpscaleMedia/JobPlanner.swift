@@ -89,6 +89,9 @@ public struct Job: Sendable {
     public var chunk: ChunkTask?
     /// `--strip`: the output gets no file tags, and its streams only language, title and timecode.
     public var stripMetadata = false
+    /// The watch folder's naming: a name taken while the job ran gives the next free one at
+    /// the end (see `FolderWrites.place`).
+    public var uniqueName = false
 
     /// A generous guess of the output's size in bytes, for checking free space before a job
     /// starts: bits per output pixel well above what these codecs use on upscaled footage
@@ -334,6 +337,7 @@ public enum JobPlanner {
                       notices: notices)
         job.keepsAlpha = keepsAlpha
         job.stripMetadata = options.stripMetadata
+        job.uniqueName = options.uniqueName && !options.overwrite
         // Played as stored where .mkv loses the turn: that is the size it shows.
         (job.shownWidth, job.shownHeight) = video.rotation % 180 != 0 && ext == "mkv" ? (shown.height, shown.width) : (shown.width, shown.height)
         job.duration = info.duration

@@ -23,6 +23,8 @@ public struct StreamInfo: Sendable {
     public let frameCount: Int
     public let sampleRate: Int
     public let channels: Int
+    /// The channel layout as FFmpeg names it ("stereo", "quad", "5.1(side)"; empty for video).
+    public let channelLayout: String
     public let language: String?
     /// The start timecode the container gives the stream ("01:00:00:00"), if any.
     public let timecode: String?
@@ -123,6 +125,7 @@ public enum MediaProbe {
                 frameCount: Int(s.pointee.nb_frames),
                 sampleRate: Int(par.sample_rate),
                 channels: Int(par.ch_layout.nb_channels),
+                channelLayout: par.codec_type == AVMEDIA_TYPE_AUDIO ? layoutName(par.ch_layout) : "",
                 language: metadata(s, "language"),
                 timecode: metadata(s, "timecode"),
                 alphaTagged: VideoDecoder.alphaTagged(s),
@@ -341,4 +344,11 @@ private func fieldOrderName(_ order: AVFieldOrder) -> String {
     case AV_FIELD_BT: return "bt"
     default: return "unknown"
     }
+}
+
+/// FFmpeg's name of `layout` ("quad"; "4 channels" when it has none).
+func layoutName(_ layout: AVChannelLayout) -> String {
+    var copy = layout
+    var buffer = [CChar](repeating: 0, count: 128)
+    return av_channel_layout_describe(&copy, &buffer, buffer.count) >= 0 ? String(cString: buffer) : ""
 }

@@ -188,8 +188,9 @@ final class OutputFile {
         try writeCheck(av_interleaved_write_frame(context, packet), "writing '\(finalPath)' failed")
     }
 
-    /// Writes the trailer, closes the file and renames it into place.
-    func finish(overwrite: Bool) throws {
+    /// Writes the trailer, closes the file and renames it into place (`FolderWrites.place`);
+    /// returns the path it was given.
+    func finish(overwrite: Bool, freeName: Bool = false) throws -> String {
         try writeCheck(av_write_trailer(context), "finishing '\(finalPath)' failed")
         try writeCheck(avio_closep(&context.pointee.pb), "closing '\(finalPath)' failed")
         closed = true
@@ -203,16 +204,7 @@ final class OutputFile {
                 throw UpscaleError(.output, "the disk is full: finishing '\(finalPath)' failed; free some space or choose another --output folder")
             }
         }
-        if !overwrite && FileManager.default.fileExists(atPath: finalPath) {
-            unlink(temporaryPath)
-            throw UpscaleError(.output, "'\(finalPath)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
-        }
-        if rename(temporaryPath, finalPath) != 0 {
-            let reason = String(cString: strerror(errno))
-            unlink(temporaryPath)
-            throw UpscaleError(.output, "cannot move the finished file to '\(finalPath)': \(reason)")
-        }
-        FolderWrites.sync(folder: URL(fileURLWithPath: finalPath).deletingLastPathComponent().path)
+        return try FolderWrites.place(temporaryPath, at: finalPath, overwrite: overwrite, freeName: freeName)
     }
 
     /// Closes and deletes the temporary file; the final path is never touched.
@@ -351,6 +343,56 @@ public enum FolderWrites {
             n += 1
         }
         return candidate
+    }
+
+    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    /// glibc's renameat2 (2.28+), which Swift's Glibc module does not declare.
+    private static let renameat2: RenameAt2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: RenameAt2.self) }
+
+    /// rename(2) that fails with EEXIST rather than replace `to` (RENAME_NOREPLACE). It needs only
+    /// write access to both folders: a link, as before, is refused for another user's file where
+    /// `fs.protected_hardlinks` is on (Debian's default), and a shared inbox's files were then
+    /// upscaled again at every scan. Link and unlink on filesystems without RENAME_NOREPLACE.
+    public static func renameNoReplace(_ from: String, _ to: String) -> Int32 {
+        if let renameat2 {
+            let result = renameat2(AT_FDCWD, from, AT_FDCWD, to, 1) // RENAME_NOREPLACE
+            if result == 0 || (errno != EINVAL && errno != ENOSYS) { return result }
+        }
+        guard link(from, to) == 0 else { return -1 }
+        guard unlink(from) == 0 else {
+            // Not removable (a sticky folder, another user's file): undo, and say why.
+            let code = errno
+            unlink(to)
+            errno = code
+            return -1
+        }
+        return 0
+    }
+
+    /// Gives the finished file `temporary` the name `finalPath`, replacing a file there only
+    /// with `overwrite`; with `freeName`, a name taken meanwhile (another job of the watch
+    /// folder planned the same one: clip.avi and clip.ts both become "clip Upscaled.mov")
+    /// gives the next free one, "clip Upscaled 2.mov", instead of failing a finished job.
+    /// Returns the path given. The temporary file is removed when it cannot be placed.
+    public static func place(_ temporary: String, at finalPath: String, overwrite: Bool, freeName: Bool = false) throws -> String {
+        let folder = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
+        var target = finalPath
+        while true {
+            if (overwrite ? rename(temporary, target) : renameNoReplace(temporary, target)) == 0 {
+                sync(folder: folder)
+                return target
+            }
+            let code = errno
+            if code == EEXIST && freeName {
+                target = (folder as NSString).appendingPathComponent(self.freeName(URL(fileURLWithPath: finalPath).lastPathComponent, in: folder))
+                continue
+            }
+            unlink(temporary)
+            if code == EEXIST {
+                throw UpscaleError(.output, "'\(finalPath)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
+            }
+            throw UpscaleError(.output, "cannot move the finished file to '\(target)': \(String(cString: strerror(code)))")
+        }
     }
 
     /// fsync of a folder: the names created or removed in it are on disk.

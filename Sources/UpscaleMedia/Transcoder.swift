@@ -187,8 +187,8 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            try output.finish(overwrite: job.overwrite)
-            return TranscodeSummary(output: job.output, frames: frames, seconds: Date().timeIntervalSince(start),
+            let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
+            return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
                                     encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
         } catch {
             output.abandon()

@@ -34,6 +34,7 @@ func ffmpegErrorText(_ code: Int32) -> String {
 
 let averrorEOF = upscale_averror_eof()
 let averrorEAGAIN = upscale_averror(EAGAIN)
+let averrorInvalidData = upscale_averror_invaliddata()
 let noPTS = upscale_nopts()
 
 /// Throws a processing error naming `what` when an FFmpeg call returned a negative code.

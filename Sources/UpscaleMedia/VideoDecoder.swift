@@ -199,6 +199,8 @@ final class VideoDecoder {
 
     /// The timestamp of the last packet sent.
     private var lastSent = noPTS
+    /// The time of the last picture delivered.
+    private var lastDelivered: Int64?
     /// The last damaged picture this decoder failed on: the error, and where ("frame 14 (2.72 s)").
     private(set) var damage: (error: UpscaleError, place: String)?
 
@@ -263,7 +265,13 @@ final class VideoDecoder {
         // While draining (nil), an error is of the last pictures sent: a frame-threaded
         // decoder's come late, also from the send, which takes a finished picture first.
         if let packet { lastSent = packet.pointee.pts }
+        // A picture before the edit list's start (its packet flagged discard) is decoded only
+        // as a reference and never shown: an open-GOP cut made with `-ss … -c copy` starts
+        // with leading B-pictures whose own references were cut away. Their failure is no
+        // damage to what is shown (such a file failed as damaged, with nothing written).
+        let hidden = packet.map { $0.pointee.flags & AV_PKT_FLAG_DISCARD != 0 } ?? false
         if sent < 0 && sent != averrorEOF && sent != averrorEAGAIN {
+            if hidden && sent == averrorInvalidData { return }
             throw damaged(ffmpegErrorText(sent), pts: packet?.pointee.pts ?? lastSent)
         }
         while true {
@@ -274,7 +282,10 @@ final class VideoDecoder {
                 return
             }
             if received == averrorEAGAIN || received == averrorEOF { return }
-            if received < 0 { throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? lastSent) }
+            if received < 0 {
+                if hidden && received == averrorInvalidData { return }
+                throw damaged(ffmpegErrorText(received), pts: packet?.pointee.pts ?? lastSent)
+            }
             defer { av_frame_unref(frame) }
             try deliver(frame, make: make, emit: emit)
         }
@@ -284,7 +295,17 @@ final class VideoDecoder {
     private func deliver(
         _ frame: UnsafeMutablePointer<AVFrame>, make: () -> Picture, emit: (Picture, Int64) throws -> Void
     ) throws {
-        let pts = frame.pointee.best_effort_timestamp
+        var pts = frame.pointee.best_effort_timestamp
+        // AVI with packed B-pictures (DivX, Xvid) gives its last picture no time: it is the one
+        // after the picture before it (it went to the encoder untimed, was written with the
+        // time of the picture before, and players dropped it).
+        if pts == noPTS, let last = lastDelivered {
+            let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+            let step = frame.pointee.pkt_duration > 0 ? frame.pointee.pkt_duration
+                : rate.num > 0 ? av_rescale_q(1, AVRational(num: rate.den, den: rate.num), stream.pointee.time_base) : 1
+            pts = last + max(1, step)
+        }
+        if pts != noPTS { lastDelivered = pts }
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
             throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
         }

@@ -31,6 +31,13 @@ public final class JobProcess: @unchecked Sendable {
     /// With `log`, the child's stdout and stderr go to that file (appended) instead of ours.
     public convenience init(executable: String, arguments: [String], environment: [String: String] = [:], log: String? = nil,
                             onLine: @escaping @Sendable (String) -> Void) throws {
+        if let log {
+            // The spawn's own open of it failed as "cannot start <executable>: No such file or
+            // directory", naming a binary that was there.
+            let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw JobProcessError("cannot write the job's log '\(log)': \(String(cString: strerror(errno)))") }
+            close(fd)
+        }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw JobProcessError("cannot create a pipe: \(String(cString: strerror(errno)))") }
         let (readEnd, writeEnd) = (fds[0], fds[1])

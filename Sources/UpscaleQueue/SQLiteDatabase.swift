@@ -29,6 +29,8 @@ extension Optional: SQLBindable where Wrapped: SQLBindable { var sqlValue: SQLVa
 
 struct SQLiteError: Error, CustomStringConvertible {
     let description: String
+    /// SQLITE_FULL: the disk holding the database is full.
+    var diskFull = false
 }
 
 /// One connection to an SQLite file: WAL journal, FULL sync (a state change is on disk when
@@ -63,7 +65,7 @@ final class SQLiteDatabase {
         if sqlite3_exec(handle, sql, nil, nil, &error) != SQLITE_OK {
             let text = error.map { String(cString: $0) } ?? message
             sqlite3_free(error)
-            throw SQLiteError(description: "job store '\(path)': \(text)")
+            throw SQLiteError(description: "job store '\(path)': \(text)", diskFull: sqlite3_errcode(handle) & 0xff == SQLITE_FULL)
         }
     }
 
@@ -91,7 +93,9 @@ final class SQLiteDatabase {
         while true {
             let step = sqlite3_step(statement)
             if step == SQLITE_DONE { break }
-            guard step == SQLITE_ROW else { throw SQLiteError(description: "job store '\(path)': \(message)") }
+            guard step == SQLITE_ROW else {
+                throw SQLiteError(description: "job store '\(path)': \(message)", diskFull: sqlite3_errcode(handle) & 0xff == SQLITE_FULL)
+            }
             var row = [String: SQLValue](minimumCapacity: names.count)
             for (c, name) in zip(Int32(0)..., names) {
                 switch sqlite3_column_type(statement, c) {

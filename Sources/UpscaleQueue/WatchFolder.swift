@@ -29,6 +29,16 @@ public struct WatchFolder: Sendable {
         return base + "/" + relative[..<slash]
     }
 
+    /// `path` made (with its parents) for the queue; a failure says why in one line (it was
+    /// Foundation's error dump: "Error Domain=NSCocoaErrorDomain Code=513 …").
+    static func makeFolder(_ path: String, root: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw WatchError("cannot create '\(path)' (\(fileErrorReason(error))); the watcher keeps its queue in '\(root)/.upscale': it must be able to write in '\(root)'")
+        }
+    }
+
     /// The store, creating `.upscale/` when `create` (the watcher); `upscale queue` only opens an existing one.
     public func openStore(create: Bool) throws -> SQLiteJobStore {
         if !FileManager.default.fileExists(atPath: storePath) {
@@ -39,7 +49,7 @@ public struct WatchFolder: Sendable {
                 }
                 throw WatchError("'\(root)' has no queue yet (no .upscale/queue.sqlite); start 'upscale watch \(root)' first")
             }
-            try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+            try Self.makeFolder(logs, root: root)
         }
         return try SQLiteJobStore(path: storePath)
     }
@@ -63,7 +73,7 @@ public final class FolderLock {
     private let fd: Int32
 
     public init(folder: WatchFolder) throws {
-        try FileManager.default.createDirectory(atPath: folder.state, withIntermediateDirectories: true)
+        try WatchFolder.makeFolder(folder.state, root: folder.root)
         fd = open(folder.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw WatchError("cannot create '\(folder.lockPath)': \(String(cString: strerror(errno)))") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -95,7 +105,7 @@ public enum SafeFiles {
         var code: Int32 = EEXIST
         for _ in 0..<100 {
             let to = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: from).lastPathComponent, in: folder)
-            if renameNoReplace(from, to) == 0 {
+            if FolderWrites.renameNoReplace(from, to) == 0 {
                 FolderWrites.sync(folder: folder)
                 FolderWrites.sync(folder: URL(fileURLWithPath: from).deletingLastPathComponent().path)
                 return to
@@ -120,30 +130,6 @@ public enum SafeFiles {
     private static func reason(of error: Error) -> String {
         ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { String(cString: strerror(Int32($0.code))) }
             ?? error.localizedDescription
-    }
-
-    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
-    /// glibc's renameat2 (2.28+), which Swift's Glibc module does not declare.
-    private static let renameat2: RenameAt2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: RenameAt2.self) }
-
-    /// rename(2) that fails with EEXIST rather than replace `to` (RENAME_NOREPLACE). It needs only
-    /// write access to both folders: a link, as before, is refused for another user's file where
-    /// `fs.protected_hardlinks` is on (Debian's default), and a shared inbox's files were then
-    /// upscaled again at every scan. Link and unlink on filesystems without RENAME_NOREPLACE.
-    static func renameNoReplace(_ from: String, _ to: String) -> Int32 {
-        if let renameat2 {
-            let result = renameat2(AT_FDCWD, from, AT_FDCWD, to, 1) // RENAME_NOREPLACE
-            if result == 0 || (errno != EINVAL && errno != ENOSYS) { return result }
-        }
-        guard link(from, to) == 0 else { return -1 }
-        guard unlink(from) == 0 else {
-            // Not removable (a sticky folder, another user's file): undo, and say why.
-            let code = errno
-            unlink(to)
-            errno = code
-            return -1
-        }
-        return 0
     }
 
     /// `from` copied to `to` on another filesystem: written under a hidden name beside `to`,
@@ -192,7 +178,7 @@ public enum SafeFiles {
             throw WatchError("cannot move '\(from)' to '\(folder)' (another disk): it changed while being copied")
         }
         var target = to
-        while renameNoReplace(temporary, target) != 0 {
+        while FolderWrites.renameNoReplace(temporary, target) != 0 {
             guard errno == EEXIST else { throw fail("naming the copy failed") }
             target = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: to).lastPathComponent, in: folder)
         }

@@ -94,15 +94,30 @@ public final class Watcher: @unchecked Sendable {
                 say("'\(config.folder.root)' is back; resuming")
                 folderWasAvailable = true
             }
-            _ = try store.requeueExpired(now: now)
-            // While files are settling, look again sooner (a settle time under the poll interval is honoured).
-            let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
-            if now - lastRescan >= rescan {
-                try scan(now: now)
-                lastRescan = now
+            do {
+                _ = try store.requeueExpired(now: now)
+                // While files are settling, look again sooner (a settle time under the poll interval is honoured).
+                let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
+                if now - lastRescan >= rescan {
+                    try scan(now: now)
+                    lastRescan = now
+                }
+                while runningCount < config.jobs, !stop.isCancelled, let claim = try store.claim(owner: owner, lease: config.lease, now: now) {
+                    start(claim)
+                }
+            } catch let error as SQLiteError where error.diskFull && !config.once {
+                // The watcher ended here (a service restarted it into the same error); running
+                // jobs go on, and nothing is taken or changed until the queue can be written.
+                if !storeWasFull {
+                    say("the disk holding '\(config.folder.state)' is full: no new file is queued or started until there is room (free some space); retrying every \(Int(config.unavailableRetry)) s")
+                    storeWasFull = true
+                }
+                sleepWatching(config.unavailableRetry, stop: stop)
+                continue
             }
-            while runningCount < config.jobs, !stop.isCancelled, let claim = try store.claim(owner: owner, lease: config.lease, now: now) {
-                start(claim)
+            if storeWasFull {
+                say("the queue can be written again; resuming")
+                storeWasFull = false
             }
             if config.once && runningCount == 0 && settler.pending == 0 {
                 let open = try store.list().filter(\.state.isOpen)
@@ -129,6 +144,8 @@ public final class Watcher: @unchecked Sendable {
     }
 
     private var runningCount: Int { lock.withLock { running.count } }
+    /// The last write to the store failed for a full disk (said once until it works again).
+    private var storeWasFull = false
 
     let hooks = Hooks()
 
@@ -157,7 +174,15 @@ public final class Watcher: @unchecked Sendable {
                 var info = stat()
                 guard lstat(dir + "/" + name, &info) == 0 else { continue }
                 if (info.st_mode & S_IFMT) == S_IFDIR {
-                    if config.recursive && !name.hasPrefix(".") { walk(rel) }
+                    // A folder with its own queue is another watch folder (watched now or before):
+                    // its Upscaled/ results were upscaled again here and its originals moved away.
+                    if config.recursive && !name.hasPrefix(".") {
+                        if access(dir + "/" + name + "/.upscale", F_OK) == 0 {
+                            sayOnce(about: rel, "ignoring '\(rel)': it is a watch folder of its own (it has .upscale/)")
+                        } else {
+                            walk(rel)
+                        }
+                    }
                     continue
                 }
                 guard !Self.isJunk(name) else { continue }
@@ -464,6 +489,8 @@ final class RunningJob: @unchecked Sendable {
             finishFailed(reason: "cannot create '\(outputFolder)': \(error)", detail: "", transient: true, crashed: false)
             return
         }
+        // Made again if it was removed (every job failed, three attempts each, while it was gone).
+        try? FileManager.default.createDirectory(atPath: config.folder.logs, withIntermediateDirectories: true)
         let logPath = config.folder.logs + "/job-\(job.id).log"
         let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space",
                                         "--output", outputFolder + "/", "--", source]
@@ -571,6 +598,15 @@ final class RunningJob: @unchecked Sendable {
         guard (try? store.setOutput(claim, output: relativeOutput)) == true,
               (try? store.markFinishing(claim, now: now)) == true else { return }
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }
+        // Replaced while it was upscaled (saved under a temporary name, then renamed over it, as
+        // rsync and editors do): the job read the version queued to the end, and the new one was
+        // moved out as done, never upscaled. The output stays (it is of the version queued) and
+        // the new version is taken again once it settles.
+        if let changed = changedSinceQueued() {
+            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            watcher.log("'\(job.source)' was replaced while it was upscaled; '\(relativeOutput)' is of the version queued, and the new one will be taken once it settles")
+            return
+        }
         // Check the output before the original is moved.
         do {
             try Watcher.check(output: planned.path, source: source, planned: (planned.width, planned.height),
@@ -594,6 +630,14 @@ final class RunningJob: @unchecked Sendable {
         runExecAfter(input: original, output: planned.path, state: "done", error: "")
     }
 
+    /// The job's file as it is now, when its size or modification time is not what was queued.
+    private func changedSinceQueued() -> (size: Int64, modified: Double)? {
+        var info = stat()
+        guard stat(config.folder.path(claim.job.source), &info) == 0 else { return nil }
+        let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        return Int64(info.st_size) != claim.job.size || modified != claim.job.modified ? (Int64(info.st_size), modified) : nil
+    }
+
     /// The original could not be moved out: it stays, and is not taken again unless it changes
     /// (it was queued again at the next scan, and upscaled again and again).
     private func stays(_ error: Error) {
@@ -609,16 +653,12 @@ final class RunningJob: @unchecked Sendable {
         let job = claim.job
         let source = config.folder.path(job.source)
         // A file that changed since it was queued was still being written: look at it again later.
-        var info = stat()
-        if !crashed, stat(source, &info) == 0 {
-            let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-            if Int64(info.st_size) != job.size || modified != job.modified {
-                // Judged by its new size and time from now on: a file replaced by one that fails was
-                // "changed" at every retry before, for good (and `--once` never returned).
-                _ = try? store.resettle(claim, size: Int64(info.st_size), modified: modified, retryAt: now + max(2 * config.settle, 5), now: now)
-                watcher.log("'\(job.source)' changed since it was queued; it will be taken again once it settles")
-                return
-            }
+        if !crashed, let changed = changedSinceQueued() {
+            // Judged by its new size and time from now on: a file replaced by one that fails was
+            // "changed" at every retry before, for good (and `--once` never returned).
+            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            watcher.log("'\(job.source)' changed since it was queued; it will be taken again once it settles")
+            return
         }
         if transient && job.attempts < config.maxAttempts {
             let delay = config.backoff * pow(2, Double(job.attempts - 1))

@@ -93,12 +93,16 @@ struct QueueCommand: ParsableCommand {
             } else {
                 let root = WatchFolder(root: try required(folder))
                 named = files
+                // Every job of the folder, the running one killed mid-encode, was what no file meant.
+                guard !named.isEmpty else {
+                    throw CLIError(status: 2, "name the files to cancel: 'upscale queue cancel \(root.root) FILE…' (their names are in 'upscale queue list \(root.root)')")
+                }
                 count = try QueueActions.cancel(folder: root, store: try root.openStore(create: false), files: files)
                 place = "in \(root.root)"
             }
             if count == 0 {
                 let list = named.map { "'\($0)'" }.joined(separator: ", ")
-                throw CLIError(status: 1, "no queued or running job for \(list.isEmpty ? "any file (name the files to cancel)" : list) \(place)")
+                throw CLIError(status: 1, "no queued or running job for \(list) \(place)")
             }
             print("cancelled \(count) job(s)")
         }

@@ -15,6 +15,7 @@ extension UpscaleCommand {
         let size = try StillSize.resolve(width: still.width, height: still.height,
                                          to: (encode.width, encode.height), scale: encode.scale, path: input)
         let output = try stillOutputPath(input: input, logger: logger)
+        if !encode.strip, let note = still.metadataNote(forExtension: URL(fileURLWithPath: output).pathExtension) { logger.notice("\(note)") }
         if still.hasAlpha && !StillImage.keepsAlpha(extension: URL(fileURLWithPath: output).pathExtension) {
             logger.notice("'\(input)' has transparency and JPEG has none: it is flattened onto white (use --format png or webp to keep it)")
         }
@@ -38,6 +39,9 @@ extension UpscaleCommand {
         }
         reporter.send(JobReport.output(path: output, width: size.width, height: size.height).line)
         let threads = encode.threads ?? ProcessInfo.processInfo.activeProcessorCount
+        // What killed jobs left in this folder (a still's strip file can be gigabytes): only
+        // videos' outputs cleaned up before, so a folder of stills kept them for good.
+        PartialFile.removeStale(in: URL(fileURLWithPath: output).deletingLastPathComponent().path)
         let partial = PartialFile.temporaryPath(for: output, pid: getpid()) + "." + URL(fileURLWithPath: output).pathExtension
         var renamed = false
         defer { if !renamed { unlink(partial) } }
@@ -76,17 +80,18 @@ extension UpscaleCommand {
         if encode.refine == true && !refined {
             logger.notice("refinement is trained for exactly 2x, 3x and 4x; this image uses plain Lanczos")
         }
-        if !overwrite && FileManager.default.fileExists(atPath: output) {
-            throw ImagePlanes.ImageError(message: "'\(output)' appeared while upscaling; left it untouched (use --overwrite to replace it)")
-        }
-        guard rename(partial, output) == 0 else {
-            throw ImagePlanes.ImageError(message: "cannot move the finished file to '\(output)': \(String(cString: strerror(errno)))")
+        let placed: String
+        do {
+            placed = try FolderWrites.place(partial, at: output, overwrite: overwrite, freeName: uniqueName && !overwrite)
+        } catch let error as UpscaleError {
+            throw ImagePlanes.ImageError(message: error.message)
         }
         renamed = true
+        if placed != output { reporter.send(JobReport.output(path: placed, width: size.width, height: size.height).line) }
         let seconds = Date().timeIntervalSince(start)
         reporter.send(JobReport.progress(done: 1, total: 1, elapsed: seconds).line)
         let scaling = encode.kernel.rawValue + (refined ? " + edge refinement" : "")
-        reporter.send(JobReport.summary(frames: 1, text: "Wrote \(output) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
+        reporter.send(JobReport.summary(frames: 1, text: "Wrote \(placed) (\(size.width)x\(size.height), \(scaling), \(String(format: "%.1f", seconds)) s)").line)
     }
 
     /// Whether the still's work is still going, for the thread that watches for a cancel.

@@ -119,6 +119,12 @@ struct UpscaleCommand: ParsableCommand {
         defer { withExtendedLifetime(trap) {} }
         let executable = selfExecutable()
 
+        // Said once, before anything runs: each child said it again, a still's as "the output
+        // folder … does not exist" even of an existing file.
+        if inputs.count > 1, let output, !JobPlanner.isDirectory(output) {
+            console.error("--output '\(output)' must be an existing folder when upscaling several files")
+            throw ExitCode(2)
+        }
         if let (first, second, path) = sharedOutput() {
             console.error(JobPlanner.sameFile(first, second) ? "'\(second)' is given twice; give each file once"
                 : "'\(first)' and '\(second)' would both be written to '\(path)'; upscale them into separate folders (--output) so neither result is lost")
@@ -205,7 +211,7 @@ struct UpscaleCommand: ParsableCommand {
     /// the earlier had been upscaled. Names as the planners give them (`JobPlanner.plan`,
     /// `stillOutputPath`), without opening the files.
     private func sharedOutput() -> (String, String, String)? {
-        guard inputs.count > 1, output.map(JobPlanner.isDirectory) ?? true else { return nil }
+        guard inputs.count > 1 else { return nil }
         let codec = encode.upscaleOptions(output: output, overwrite: overwrite).encoder.codec
         var seen: [String: String] = [:]
         for input in inputs {
@@ -243,6 +249,10 @@ struct UpscaleCommand: ParsableCommand {
             logger.notice("'\(input)' is being written right now by another program (\(writer.name), pid \(writer.pid)); the output holds only what is written so far — run it again when that program is done")
         }
         do {
+            if StillImage.isCameraRaw(input) {
+                // FFmpeg reads some of them as a TIFF picture (a preview, or undeveloped sensor data).
+                throw UpscaleError(.input, "'\(input)' is a camera raw file; upscale reads developed pictures: export it as TIFF or JPEG first (darktable, RawTherapee, Lightroom)")
+            }
             if StillImage.isStill(input) {
                 try runStill(input: input, reporter: reporter, logger: logger, cancel: cancel)
                 return
@@ -281,6 +291,10 @@ struct UpscaleCommand: ParsableCommand {
                 summary = outcome.summary
             } else {
                 summary = try Transcoder(job: job, logger: logger).run(cancel: cancel, progress: report)
+            }
+            if summary.output != job.output {
+                // The planned name was taken while the job ran (`Job.uniqueName`): where it went.
+                reporter.send(JobReport.output(path: summary.output, width: job.width, height: job.height).line)
             }
             reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job)).line)
         } catch let error as UpscaleError {

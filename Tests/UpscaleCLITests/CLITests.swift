@@ -348,6 +348,15 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(listing(dir.appendingPathComponent("one")), ["clip.mp4", "photo.jpg"], "\(arguments)")
             XCTAssertEqual(listing(dir.appendingPathComponent("three")), ["clip.avi", "clip.mov"], "\(arguments)")
         }
+        // Several inputs and an --output that is no folder (no such name, or a file): one line,
+        // once (each input's job said it, a still's as "the output folder … does not exist").
+        XCTAssertTrue(FileManager.default.createFile(atPath: dir.appendingPathComponent("taken.jpg").path, contents: Data("x".utf8)))
+        for target in ["x.jpg", "taken.jpg"] {
+            let result = try upscale(["one/photo.jpg", "one/clip.mp4", "--output", target], in: dir)
+            XCTAssertEqual(result.status, 2, result.stderr)
+            XCTAssertEqual(result.stderr, "error: --output '\(target)' must be an existing folder when upscaling several files\n")
+        }
+        XCTAssertEqual(try Data(contentsOf: dir.appendingPathComponent("taken.jpg")), Data("x".utf8))
         // Each into its own folder: both written, each from its own input (768x576 and 192x144 halved).
         let apart = try upscale(["one/clip.mp4", "two/clip.mp4"] + common, in: dir)
         XCTAssertEqual(apart.status, 0, apart.stderr)

@@ -3,6 +3,7 @@ import DamageCorpus
 import Foundation
 import UpscaleCore
 import UpscaleImages
+import UpscaleMedia
 import XCTest
 
 /// `upscale photo.jpg` through the binary; variants (orientation, ICC, alpha, 16-bit, gray)
@@ -94,14 +95,31 @@ final class StillImageTests: XCTestCase {
         XCTAssertGreaterThan(psnrPlain, 20)
     }
 
+    /// An EXIF block (with its "Exif" header) saying `orientation`, with `thumbnail` (JPEG
+    /// bytes) as its thumbnail, as cameras write it: the first directory, then the thumbnail's.
+    private func exifWithThumbnail(orientation: Int, thumbnail: Data) -> Data {
+        func le(_ value: Int, _ size: Int) -> [UInt8] { (0..<size).map { UInt8((value >> (8 * $0)) & 0xFF) } }
+        var tiff: [UInt8] = Array("II".utf8) + le(42, 2) + le(8, 4)
+        tiff += le(1, 2) + le(0x0112, 2) + le(3, 2) + le(1, 4) + le(orientation, 2) + le(0, 2) + le(26, 4)
+        tiff += le(2, 2) + le(0x0201, 2) + le(4, 2) + le(1, 4) + le(56, 4) + le(0x0202, 2) + le(4, 2) + le(1, 4) + le(thumbnail.count, 4) + le(0, 4)
+        return Data(Array("Exif".utf8) + [0, 0] + tiff + [UInt8](thumbnail))
+    }
+
     func testOrientationIsAppliedAndReset() throws {
+        let thumbnailFile = try make("thumb.jpg") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_shrink(image, &out, 8), 0)
+            vips_image_remove(out, "exif-data")
+            return try XCTUnwrap(out)
+        }
+        let thumbnail = try Data(contentsOf: URL(fileURLWithPath: thumbnailFile))
         for tag in [6, 8] {
             let name = "rotated-\(tag).jpg"
             _ = try make(name) { image in
                 var out: UnsafeMutablePointer<VipsImage>?
                 XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
-                // A fresh EXIF block carries the tag (the photo's own says 1).
-                vips_image_remove(out, "exif-data")
+                // A fresh EXIF block carries the tag (the photo's own says 1), and a thumbnail.
+                exifWithThumbnail(orientation: tag, thumbnail: thumbnail).withUnsafeBytes { upscale_vips_set_blob_copy(out, "exif-data", $0.baseAddress, $0.count) }
                 vips_image_set_int(out, "orientation", Int32(tag))
                 // XMP says it too, as an attribute or as an element, as cameras and editors write it.
                 let field = tag == 6 ? "<rdf:Description tiff:Orientation=\"\(tag)\"/>" : "<rdf:Description><tiff:Orientation>\(tag)</tiff:Orientation></rdf:Description>"
@@ -113,6 +131,7 @@ final class StillImageTests: XCTestCase {
             let saved = try open(path(name))
             var written: Int32 = 0
             vips_image_get_int(saved, "orientation", &written)
+            XCTAssertNotEqual(vips_image_get_typeof(saved, "jpeg-thumbnail-data"), 0, "the test image has no EXIF thumbnail")
             upscale_vips_unref(saved)
             XCTAssertEqual(written, Int32(tag), "the test image has no orientation \(tag)")
             let stored = try header(path(name))
@@ -126,6 +145,8 @@ final class StillImageTests: XCTestCase {
             let image = try open(out)
             var orientation: Int32 = 1
             if vips_image_get_typeof(image, "orientation") != 0 { vips_image_get_int(image, "orientation", &orientation) }
+            // The thumbnail (of the picture as stored, on its side) is left out; it was kept.
+            XCTAssertEqual(vips_image_get_typeof(image, "jpeg-thumbnail-data"), 0, "\(tag): the EXIF thumbnail was kept")
             upscale_vips_unref(image)
             XCTAssertEqual(orientation, 1)
             // The XMP says upright too (it kept 6 or 8, and programs reading it turned the picture again).
@@ -176,12 +197,26 @@ final class StillImageTests: XCTestCase {
         return Data(Array("Photoshop 3.0".utf8) + [0] + resource)
     }
 
-    func testICCProfileBytesAndEXIFAreKeptAndStripRemovesThem() throws {
-        let profile = try XCTUnwrap(upscale_vips_profile("p3"))
+    /// One of libvips' built-in ICC profiles ("srgb", "p3"), as bytes.
+    private func builtInProfile(_ name: String) throws -> Data {
+        let profile = try XCTUnwrap(upscale_vips_profile(name))
         defer { vips_area_unref(UnsafeMutableRawPointer(profile).assumingMemoryBound(to: VipsArea.self)) }
         var length = 0
-        let bytes = try XCTUnwrap(vips_blob_get(profile, &length))
-        let icc = Data(bytes: bytes, count: length)
+        return Data(bytes: try XCTUnwrap(vips_blob_get(profile, &length)), count: length)
+    }
+
+    /// The butterfly photo as an 8-bit JPEG named `name` whose ICC profile is `profile`.
+    private func photo(_ name: String, profile: Data) throws -> String {
+        try make(name) { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
+            profile.withUnsafeBytes { upscale_vips_set_blob_copy(out, "icc-profile-data", $0.baseAddress, $0.count) }
+            return try XCTUnwrap(out)
+        }
+    }
+
+    func testICCProfileBytesAndEXIFAreKeptAndStripRemovesThem() throws {
+        let icc = try builtInProfile("p3")
         let tagged = try make("tagged.jpg") { image in
             var out: UnsafeMutablePointer<VipsImage>?
             XCTAssertEqual(upscale_vips_cast(image, &out, VIPS_FORMAT_UCHAR), 0)
@@ -210,6 +245,16 @@ final class StillImageTests: XCTestCase {
         XCTAssertNil(try blob(path("stripped.jpg"), "iptc-data"))
         // IPTC (captions, credits) is kept; it was left out.
         XCTAssertEqual(try blob(out, "iptc-data"), iptc)
+        // Formats that cannot hold some of it say so: TIFF (no EXIF; its IPTC was written with a
+        // quarter of its length, a damaged block) and PNG (no IPTC). Nothing was said before.
+        let tiff = try run([tagged, "--format", "tiff", "--output", path("tagged.tif")])
+        XCTAssertEqual(tiff.status, 0, tiff.stderr)
+        XCTAssertTrue(tiff.stderr.contains(".tif files as this libvips writes them keep no EXIF (camera, date, location) or IPTC (captions, keywords, credits)"), tiff.stderr)
+        XCTAssertNil(try blob(path("tagged.tif"), "iptc-data"))
+        let png = try run([tagged, "--format", "png", "--output", path("tagged.png")])
+        XCTAssertEqual(png.status, 0, png.stderr)
+        XCTAssertTrue(png.stderr.contains(".png files as this libvips writes them keep no IPTC (captions, keywords, credits)"), png.stderr)
+        XCTAssertFalse(try run([tagged, "--output", path("again.jpg")]).stderr.contains("keep no"))
         // Stripped of its Display P3 profile, the picture is turned to sRGB first, so it looks the
         // same: each band's mean within 1 of the P3 original shown in sRGB. (Left in P3 values,
         // blue was 8 too high, as it is in the kept-profile output read without its profile.)
@@ -218,6 +263,24 @@ final class StillImageTests: XCTestCase {
             XCTAssertEqual(made, expected, accuracy: 1, "band \(band)")
         }
         XCTAssertGreaterThan(abs(try bandMeans(out)[2] - shown[2]), 3, "P3 and sRGB values of this photo differ")
+        // The same Display P3 profile named "sRGB" (as Artifex's esRGB is named): whether a
+        // profile is sRGB is measured, not read from its name, so it is turned to sRGB too. (It
+        // was taken for sRGB and dropped, the P3 values left as they were.)
+        var misnamed = icc
+        let name = try XCTUnwrap(misnamed.range(of: Data("sP3C".utf8)), "the P3 profile's description")
+        misnamed.replaceSubrange(name, with: Data("sRGB".utf8))
+        XCTAssertNotEqual(misnamed, icc)
+        let named = try photo("named.jpg", profile: misnamed)
+        XCTAssertEqual(try run([named, "--strip", "--output", path("named-stripped.jpg")]).status, 0)
+        for (band, (made, expected)) in zip(try bandMeans(path("named-stripped.jpg")), shown).enumerated() {
+            XCTAssertEqual(made, expected, accuracy: 1, "misnamed profile, band \(band)")
+        }
+        // A real sRGB profile is left out with the pixels as they are.
+        let plain = try photo("plain.jpg", profile: try builtInProfile("srgb"))
+        XCTAssertEqual(try run([plain, "--strip", "--output", path("plain-stripped.jpg")]).status, 0)
+        for (band, (made, expected)) in zip(try bandMeans(path("plain-stripped.jpg")), try bandMeans(plain)).enumerated() {
+            XCTAssertEqual(made, expected, accuracy: 0.5, "sRGB profile, band \(band)")
+        }
         // The print resolution stays the input's: 300 dpi (11.811 pixels per mm), not 25.4.
         let dense = try make("dense.png") { image in
             var out: UnsafeMutablePointer<VipsImage>?
@@ -632,15 +695,36 @@ final class StillImageTests: XCTestCase {
                 let result = try run([input, "--width", "600", "--quality", "\(quality)", "--output", out])
                 XCTAssertEqual(result.status, 0, result.stderr)
                 XCTAssertFalse(result.stderr.contains("encode.cc"), result.stderr)
+                // JPEG 2000's resolution levels are not frames (it said "has 3 frames; only the first is upscaled").
+                XCTAssertFalse(result.stderr.contains("frames"), result.stderr)
                 sizes.append(try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int))
             }
             XCTAssertLessThan(Double(sizes[0]), Double(sizes[1]) * 0.5, "\(ext): \(sizes)")
         }
     }
 
+    /// What a killed still job left in a folder (its temporary file and its strip file, which
+    /// can be gigabytes) is removed by the next still job there; only video jobs cleaned up
+    /// before. A live process's temporary file stays.
+    func testAStillJobRemovesWhatAKilledOneLeft() throws {
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let stale = PartialFile.temporaryPath(for: path("fruits Upscaled.jpg"), pid: gone.processIdentifier) + ".jpg"
+        for name in [stale, StillImage.stripFile(for: stale)] { XCTAssertTrue(FileManager.default.createFile(atPath: name, contents: Data(count: 4096))) }
+        let live = PartialFile.temporaryPath(for: path("other Upscaled.jpg"), pid: getpid()) + ".jpg"
+        XCTAssertTrue(FileManager.default.createFile(atPath: live, contents: Data()))
+        XCTAssertEqual(listing().count, 3)
+        let result = try run([butterfly, "--width", "300", "--output", path("small.jpg")])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(listing(), [URL(fileURLWithPath: live).lastPathComponent, "small.jpg"])
+    }
+
     /// .jfif and .jpe are JPEGs, and BMP loads (and saves) through libvips' ImageMagick loader:
     /// stills in their own format. They were taken as video and became a one-frame HEVC .mov
-    /// (and `--format png` was refused). `--format heic` with a .heif name agrees.
+    /// (and `--format png` was refused). `--format heic` with a .heif name agrees. So are
+    /// Netpbm files, and pictures without an extension, by their first bytes.
     func testJFIFAndBMPAreStillsInTheirFormat() throws {
         try FileManager.default.copyItem(atPath: butterfly, toPath: path("scan.jfif"))
         let bmp = try make("paint.bmp") { image in
@@ -659,6 +743,32 @@ final class StillImageTests: XCTestCase {
         let png = try run([bmp, "--width", "600", "--format", "png"])
         XCTAssertEqual(png.status, 0, png.stderr)
         XCTAssertEqual(try header(path("paint Upscaled.png")).width, 600)
+        // Netpbm by its extension, a JPEG without one (or with a backup suffix) by its first
+        // bytes: stills, not one-frame HEVC movies. One with no format of its own is saved as PNG.
+        let ppm = try make("scan.ppm") { image in
+            var copy: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &copy, VIPS_FORMAT_UCHAR), 0)
+            return try XCTUnwrap(copy)
+        }
+        try FileManager.default.copyItem(atPath: butterfly, toPath: path("photo"))
+        try FileManager.default.copyItem(atPath: butterfly, toPath: path("IMG_1.JPG_original"))
+        for (input, output) in [(ppm, "scan Upscaled.ppm"), (path("photo"), "photo Upscaled.png"), (path("IMG_1.JPG_original"), "IMG_1 Upscaled.png")] {
+            let result = try run([input, "--width", "600"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let made = try header(path(output))
+            XCTAssertEqual(made.width, 600, output)
+            XCTAssertEqual(made.height, (600 * source.height + source.width / 2) / source.width, output)
+        }
+        // A camera raw file (TIFF inside) is refused in one line: read as a TIFF it gave its preview.
+        try FileManager.default.copyItem(atPath: try make("raw.tif") { image in
+            var copy: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_cast(image, &copy, VIPS_FORMAT_UCHAR), 0)
+            return try XCTUnwrap(copy)
+        }, toPath: path("DSC_0001.NEF"))
+        let raw = try run([path("DSC_0001.NEF"), "--width", "600"])
+        XCTAssertEqual(raw.status, 1, raw.stderr)
+        XCTAssertEqual(raw.stderr, "error: '\(path("DSC_0001.NEF"))' is a camera raw file; upscale reads developed pictures: export it as TIFF or JPEG first (darktable, RawTherapee, Lightroom)\n")
+        XCTAssertFalse(listing().contains { $0.hasPrefix("DSC_0001 Upscaled") })
         let heif = try run([butterfly, "--width", "300", "--format", "heic", "--output", path("small.heif")])
         XCTAssertEqual(heif.status, 0, heif.stderr)
         XCTAssertEqual(try header(path("small.heif")).width, 300)

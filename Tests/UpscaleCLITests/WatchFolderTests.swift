@@ -527,6 +527,20 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled/trip/day 1"), ["a Upscaled.mp4"])
         XCTAssertEqual(files("Originals/trip/day 1"), ["a.mp4"])
         XCTAssertEqual(files("trip/day 1"), [])
+        // A sub-folder that is a watch folder of its own is left to its watcher: its results
+        // were upscaled again ("x Upscaled Upscaled.mp4") and its originals moved out of it.
+        let inner = inbox.appendingPathComponent("camera")
+        try drop(Self.clip, as: "camera/x.mp4")
+        let own = try upscale(["watch", inner.path, "--once", "--settle", "0.3"] + Self.encode)
+        XCTAssertEqual(own.status, 0, own.stderr)
+        XCTAssertEqual(files("camera/Upscaled"), ["x Upscaled.mp4"])
+        let outer = try watchOnceLogged(Self.encode + ["--recursive"])
+        XCTAssertEqual(outer.status, 0, outer.stderr)
+        XCTAssertTrue(outer.stderr.contains("ignoring 'camera': it is a watch folder of its own"), outer.stderr)
+        XCTAssertEqual(files("camera/Upscaled"), ["x Upscaled.mp4"])
+        XCTAssertEqual(files("camera/Originals"), ["x.mp4"])
+        XCTAssertEqual(files("Upscaled"), ["trip"])
+        XCTAssertEqual(files("Originals"), ["trip"])
     }
 
     func testFileStillOpenForWritingIsNotTakenUntilClosed() throws {
@@ -571,6 +585,11 @@ final class WatchFolderTests: XCTestCase {
         let huge = try upscale(["queue", "priority", inbox.path, "later.mp4", "99999999999"])
         XCTAssertEqual(huge.status, 2, huge.stderr)
         XCTAssertTrue(huge.stderr.contains("a whole number from -1000000 to 1000000"), huge.stderr)
+        // No file named: refused, nothing cancelled (every job of the folder was, the running one killed).
+        let all = try upscale(["queue", "cancel", inbox.path])
+        XCTAssertEqual(all.status, 2, all.stderr)
+        XCTAssertEqual(all.stderr, "error: name the files to cancel: 'upscale queue cancel \(inbox.path) FILE…' (their names are in 'upscale queue list \(inbox.path)')\n")
+        XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
         XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "later.mp4"]).status, 0)
         XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
         XCTAssertEqual(try watchOnce().status, 0)
@@ -594,6 +613,72 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
     }
 
+    /// Files of one name stem running at once (clip.ts and clip.webm both become "clip
+    /// Upscaled.mov") with --jobs 2: the one that finishes second gets the next free name.
+    /// It failed at the end of its whole encode ("appeared while upscaling") and was retried;
+    /// with four such files one ended in Failed/.
+    func testJobsOfOneNameRunningTogetherEachKeepTheirOutput() throws {
+        let made = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-ts-\(UUID().uuidString).ts")
+        defer { try? FileManager.default.removeItem(at: made) }
+        try Remuxer.copy(Self.clip.path, to: made.path)
+        try drop(made, as: "clip.ts")
+        try drop(CLITests.fixtures.appendingPathComponent("street-vp9-opus.webm"), as: "clip.webm")
+        let result = try watchOnceLogged(Self.encode + ["--jobs", "2"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertFalse(result.stderr.contains("retry"), result.stderr)
+        XCTAssertEqual(files("Upscaled"), ["clip Upscaled 2.mov", "clip Upscaled.mov"])
+        XCTAssertEqual(files("Originals"), ["clip.ts", "clip.webm"])
+        XCTAssertEqual(files("Failed"), [])
+        // Each source's own result: the street clip is 768x576 and the VP9 one 320x240, both 128 wide.
+        let heights = try files("Upscaled").map { try XCTUnwrap(MediaProbe.info(inbox.appendingPathComponent("Upscaled/" + $0).path).video).height }
+        XCTAssertEqual(Set(heights), [96])
+        let jobs = try listing().jobs
+        XCTAssertEqual(Set(jobs.map(\.state)), ["done"])
+        XCTAssertEqual(Set(jobs.compactMap(\.output)), ["Upscaled/clip Upscaled.mov", "Upscaled/clip Upscaled 2.mov"])
+    }
+
+    /// A file replaced by a rename while its job runs (saved under another name, then renamed
+    /// over it, as rsync and editors do): the job reads the version queued to the end, so its
+    /// output is of that version; the new version is taken again once it settles and gets its
+    /// own output. Before, the new version was moved to Originals/ as done, never upscaled.
+    func testAFileReplacedByARenameWhileUpscaledIsTakenAgain() throws {
+        let first = CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4")
+        try drop(first, as: "clip.mp4")
+        let watcher = try background(["watch", inbox.path, "--once", "--settle", "0.3", "--width", "512", "--preset", "medium", "--chunk-seconds", "0"])
+        // Its output is being written: the input is open (what a rename puts in its place is another file).
+        try waitFor("the job writes its output") { files("Upscaled").contains { $0.hasSuffix(".partial") } }
+        try FileManager.default.copyItem(at: Self.clip, to: inbox.appendingPathComponent(".clip.mp4.new"))
+        XCTAssertEqual(rename(inbox.appendingPathComponent(".clip.mp4.new").path, inbox.appendingPathComponent("clip.mp4").path), 0)
+        let deadline = Date().addingTimeInterval(170)
+        while watcher.isRunning && Date() < deadline { usleep(100_000) }
+        XCTAssertFalse(watcher.isRunning)
+        if watcher.isRunning { watcher.terminate() }
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        XCTAssertEqual(files("Upscaled"), ["clip Upscaled 2.mp4", "clip Upscaled.mp4"])
+        // The version queued first (60 pictures), then the one put in its place (20).
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/clip Upscaled.mp4")), 60)
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/clip Upscaled 2.mp4")), 20)
+        XCTAssertEqual(files("Originals"), ["clip.mp4"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/clip.mp4")), try Data(contentsOf: Self.clip))
+        XCTAssertEqual(files("Failed"), [])
+    }
+
+    /// The job logs' folder removed (a clean-up of hidden folders) is made again and the files
+    /// are upscaled. Every job failed ("cannot start …/upscale: No such file or directory",
+    /// naming a binary that was there), three attempts each, into Failed/.
+    func testARemovedLogFolderIsMadeAgain() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        try FileManager.default.removeItem(at: inbox.appendingPathComponent(".upscale/logs"))
+        try drop(Self.clip, as: "b.mp4")
+        let result = try watchOnce(Self.encode)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4", "b Upscaled.mp4"])
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertFalse(files(".upscale/logs").isEmpty)
+    }
+
     func testVanishedFolderChangesNothingInTheStore() throws {
         try drop(Self.clip, as: "a.mp4")
         let early = try upscale(["queue", "pause", inbox.path])
@@ -603,6 +688,13 @@ final class WatchFolderTests: XCTestCase {
         let nowhere = try upscale(["queue", "list", inbox.path + "-nowhere"])
         XCTAssertEqual(nowhere.status, 1)
         XCTAssertTrue(nowhere.stderr.contains("-nowhere' is not a folder"), nowhere.stderr)
+        // A folder the watcher cannot write in (/proc/1, even for root): one line with the
+        // system's reason, not Foundation's error dump ("Error Domain=NSCocoaErrorDomain Code=513 …").
+        let unwritable = try upscale(["watch", "/proc/1", "--once"])
+        XCTAssertEqual(unwritable.status, 2, unwritable.stderr)
+        XCTAssertTrue(unwritable.stderr.hasPrefix("error: cannot create '/proc/1/.upscale' ("), unwritable.stderr)
+        XCTAssertTrue(unwritable.stderr.hasSuffix("); the watcher keeps its queue in '/proc/1/.upscale': it must be able to write in '/proc/1'\n"), unwritable.stderr)
+        XCTAssertEqual(unwritable.stderr.split(separator: "\n").count, 1, unwritable.stderr)
         let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode, environment: ["UPSCALE_WATCH_RETRY_SECONDS": "0.5"])
         defer {
             kill(watcher.processIdentifier, SIGTERM)

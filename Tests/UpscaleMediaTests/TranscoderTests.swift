@@ -604,6 +604,49 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(audio.map(\.isDefault), [false, true])
     }
 
+    /// An open-GOP H.264 clip cut with `ffmpeg -ss 1.3 -c copy`: its first pictures in decoding
+    /// order (before the edit list's start, never shown) lost their references to the cut. Their
+    /// decoding failure failed the whole job as damaged ("undecodable video at frame -2"); the
+    /// 17 pictures shown are upscaled, each at its time.
+    func testAnOpenGOPCutWhoseHiddenPicturesFailIsUpscaled() throws {
+        let dir = try workspace(copying: ["street-opengop-cut.mp4"])
+        let input = dir.appendingPathComponent("street-opengop-cut.mp4").path
+        let (job, summary) = try run(input, UpscaleOptions(width: 640, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.frames, 17)
+        let times = try Measure.videoSeconds(job.output)
+        XCTAssertEqual(times.count, 17)
+        XCTAssertEqual(times.first ?? -1, 0, accuracy: 0.001)
+        XCTAssertEqual(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0, 0.1, accuracy: 0.001)
+    }
+
+    /// MPEG-4 Part 2 in AVI with packed B-pictures (DivX, Xvid): the decoder gives the last
+    /// picture no time. It went to the encoder untimed and was written at the time of the one
+    /// before (0.8 s twice), and players dropped it: it comes last, one frame after.
+    func testTheUntimedLastPictureOfAnAVIComesLast() throws {
+        let dir = try workspace()
+        let input = dir.appendingPathComponent("clip.avi").path
+        try FileManager.default.copyItem(atPath: Fixtures.path("damage/mpeg4-mp3.avi"), toPath: input)
+        let (job, summary) = try run(input, UpscaleOptions(width: 480, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(summary.frames, 10)
+        let times = try Measure.videoSeconds(job.output)
+        XCTAssertEqual(times.count, 10)
+        // One tenth of a second apart from the first (this AVI starts at 0.1 s), the last one last.
+        for (index, time) in times.enumerated() { XCTAssertEqual(time, times[0] + 0.1 * Double(index), accuracy: 0.001, "picture \(index)") }
+    }
+
+    /// Quad audio (rear left and right) re-encoded to AAC stays quad: it became 4.0 (front
+    /// centre, back centre), both rear channels mixed into one and the centre silent.
+    func testQuadAudioStaysQuadInAAC() throws {
+        let dir = try workspace(copying: ["street-quad-flac.mkv"])
+        let input = dir.appendingPathComponent("street-quad-flac.mkv").path
+        XCTAssertEqual(try MediaProbe.info(input).streams.filter { $0.kind == .audio }.map(\.channelLayout), ["quad"])
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try run(input, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        let audio = try MediaProbe.info(out).streams.filter { $0.kind == .audio }
+        XCTAssertEqual(audio.map(\.codec), ["aac"])
+        XCTAssertEqual(audio.map(\.channelLayout), ["quad"])
+    }
+
     /// Vorbis is re-encoded to AAC for .mp4, where FFmpeg would copy it under a private object
     /// type that QuickTime and Safari play without sound; Matroska, which registers Vorbis,
     /// keeps the stream as it is.
