@@ -85,7 +85,7 @@ public final class SharedWatcher {
                 case "failed":
                     if same {
                         let moved = try SafeFiles.move(original, into: folder.failed)
-                        try? ((job.error ?? "failed") + "\n").write(toFile: moved + ".error.txt", atomically: true, encoding: .utf8)
+                        try? ((job.error ?? "failed") + "\n").write(toFile: WatchFolder.errorNote(for: moved), atomically: true, encoding: .utf8)
                     }
                     try store.setSetting(key, "failed \(id)")
                     say("failed: '\(name)': \(job.errorSummary ?? "")")

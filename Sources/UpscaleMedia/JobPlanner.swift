@@ -191,6 +191,11 @@ public enum JobPlanner {
         if sameFile(output, input) {
             throw UpscaleError(.usage, "the output '\(output)' is the input itself; choose another --output")
         }
+        // Before the overwrite check: a folder of that name was "already exists; use --overwrite",
+        // and with --overwrite a still was made in full, then could not be put in its place.
+        if isDirectory(output) {
+            throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
+        }
         let name = URL(fileURLWithPath: output).lastPathComponent
         if name.utf8.count > PartialFile.longestName {
             throw UpscaleError(.usage, "the output name '\(name)' is too long (\(name.utf8.count) bytes; at most \(PartialFile.longestName) here, with room for its temporary name); give a shorter one with --output")
@@ -201,7 +206,10 @@ public enum JobPlanner {
         if taken.contains(where: { sameFile($0, output) }) {
             throw UpscaleError(.output, "'\(input)' would be written to '\(output)', which an earlier file of this run was just upscaled to; upscale it on its own into another folder (--output) so neither result is lost")
         }
-        if FileManager.default.fileExists(atPath: output) && !overwrite {
+        // lstat: a dangling link there is a name taken too (the final rename, which never
+        // replaces, would refuse it after all the work).
+        var info = stat()
+        if lstat(output, &info) == 0 && !overwrite {
             throw UpscaleError(.output, "'\(output)' already exists; use --overwrite to replace it")
         }
     }
@@ -301,9 +309,6 @@ public enum JobPlanner {
         }
 
         try checkOutput(output, input: input, taken: options.taken, otherInputs: options.otherInputs, overwrite: options.overwrite)
-        if isDirectory(output) {
-            throw UpscaleError(.output, "'\(output)' is a folder; choose a file name for --output")
-        }
         let stored = (width: info.video!.width, height: info.video!.height)
         let refine = options.refine && EdgeRefiner.trained(input: stored, output: size) != nil
         if options.refine && options.refineRequested && !refine {

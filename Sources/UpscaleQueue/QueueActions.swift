@@ -32,7 +32,7 @@ public enum QueueActions {
             if let moved = job.movedTo, FileManager.default.fileExists(atPath: folder.path(moved)) {
                 let target = folder.mirror(folder.root, of: job.source)
                 let back = try SafeFiles.move(folder.path(moved), into: target)
-                unlink(folder.path(moved) + ".error.txt")
+                unlink(WatchFolder.errorNote(for: folder.path(moved)))
                 source = String(back.dropFirst(folder.root.count + 1))
             }
             var info = stat()
@@ -62,10 +62,12 @@ public enum QueueActions {
         try? FileManager.default.removeItem(atPath: ChunkedJob.workFolder(for: output))
     }
 
-    /// A path as the store names it: relative to the folder ("a.mov", "trip/b.mov").
+    /// A path as the store names it: relative to the folder ("a.mov", "trip/b.mov"). A path
+    /// into the folder counts also when the file is not there (a failed file is in Failed/:
+    /// its retry by full path answered "no failed or cancelled job").
     public static func relative(_ path: String, in folder: WatchFolder) -> String {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
-        if absolute.hasPrefix(folder.root + "/") && FileManager.default.fileExists(atPath: absolute) {
+        if absolute.hasPrefix(folder.root + "/") {
             return String(absolute.dropFirst(folder.root.count + 1))
         }
         return path

@@ -29,6 +29,15 @@ public struct WatchFolder: Sendable {
         return base + "/" + relative[..<slash]
     }
 
+    /// The note beside a file moved to Failed/: "<name>.error.txt", its name shortened where
+    /// that would pass the 255-byte limit of a file name (a long name got no note, unsaid).
+    public static func errorNote(for moved: String) -> String {
+        let url = URL(fileURLWithPath: moved)
+        var name = url.lastPathComponent
+        while !name.isEmpty && (name + ".error.txt").utf8.count > 255 { name.removeLast() }
+        return url.deletingLastPathComponent().appendingPathComponent(name + ".error.txt").path
+    }
+
     /// `path` made (with its parents) for the queue; a failure says why in one line (it was
     /// Foundation's error dump: "Error Domain=NSCocoaErrorDomain Code=513 …").
     static func makeFolder(_ path: String, root: String) throws {
@@ -87,6 +96,17 @@ public final class FolderLock {
     }
 
     deinit { close(fd) }
+
+    /// Whether a watcher holds `folder`'s lock now (a lock taken for a moment to ask is given
+    /// back at once).
+    public static func isHeld(folder: WatchFolder) -> Bool {
+        let fd = open(folder.lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        flock(fd, LOCK_UN)
+        return false
+    }
 }
 
 /// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.

@@ -682,7 +682,7 @@ final class RunningJob: @unchecked Sendable {
                     status: \(status.isEmpty ? "failed" : status); attempts: \(job.attempts)
                     \(detail.isEmpty ? "" : "last lines of the job's log:\n" + detail)
                     """
-                try? Data(text.utf8).write(to: URL(fileURLWithPath: moved + ".error.txt"))
+                try? Data(text.utf8).write(to: URL(fileURLWithPath: WatchFolder.errorNote(for: moved)))
             } catch {
                 stays(error)
             }

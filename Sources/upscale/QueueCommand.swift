@@ -34,13 +34,21 @@ struct QueueCommand: ParsableCommand {
                 print(String(decoding: try encoder.encode(Listing(paused: try store.isPaused(), etaSeconds: eta, jobs: jobs)), as: UTF8.self))
                 return
             }
+            // A job shown running whose watcher is gone (killed, machine restarted) showed its last
+            // fps and ETA for good, as if it were still at work.
+            let watched = FolderLock.isHeld(folder: root)
             print(["id", "file", "state", "progress", "fps", "ETA", "tries", "error"].joined(separator: "\t"))
             for job in jobs {
                 let progress = job.framesTotal.map { total in total > 0 ? "\(min(100, job.framesDone * 100 / total))%" : "-" }
                     ?? (job.state == .done ? "100%" : "-")
-                let fps = job.state == .running ? job.fps.map { String(format: "%.1f", $0) } ?? "-" : "-"
-                let eta = QueueActions.runningETA(job).map(clock) ?? "-"
-                print(["\(job.id)", job.source, job.state.rawValue, progress, fps, eta, "\(job.attempts)", job.error ?? ""].joined(separator: "\t"))
+                let active = watched && job.state == .running
+                let fps = active ? job.fps.map { String(format: "%.1f", $0) } ?? "-" : "-"
+                let eta = active ? QueueActions.runningETA(job).map(clock) ?? "-" : "-"
+                let state = !watched && (job.state == .running || job.state == .finishing) ? "interrupted" : job.state.rawValue
+                print(["\(job.id)", job.source, state, progress, fps, eta, "\(job.attempts)", job.error ?? ""].joined(separator: "\t"))
+            }
+            if !watched && jobs.contains(where: { $0.state == .running || $0.state == .finishing }) {
+                print("no watcher is running on '\(root.root)': its interrupted jobs start again when 'upscale watch \(root.root)' runs")
             }
             let open = jobs.filter { $0.state == .queued || $0.state == .running }.count
             // Jobs waiting for disk space are work left too ("nothing left to do" read as if they were not).

@@ -301,6 +301,32 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try upscale(["street-2s.mp4", "--encoder", "libx265", "--codec", "prores"], in: dir).status, 2)
     }
 
+    /// An output name taken by a folder is said to be a folder, before any work, with or
+    /// without --overwrite (it said "already exists; use --overwrite", and with --overwrite a
+    /// still was made in full and then "cannot move the finished file …: Is a directory").
+    func testAnOutputNameTakenByAFolderIsNamedSoBeforeAnyWork() throws {
+        let dir = try workspace(["street-2s.mp4", "baboon.jpg"])
+        for name in ["street-2s Upscaled.mp4", "baboon Upscaled.jpg"] {
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent(name), withIntermediateDirectories: true)
+        }
+        for input in ["street-2s.mp4", "baboon.jpg"] {
+            for extra in [[], ["--overwrite"]] {
+                let result = try upscale([input, "--preset", "ultrafast"] + extra, in: dir)
+                XCTAssertEqual(result.status, 1, result.stderr)
+                XCTAssertTrue(result.stderr.hasSuffix(" Upscaled.\(input.hasSuffix("jpg") ? "jpg" : "mp4")' is a folder; choose a file name for --output\n"), result.stderr)
+                XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+            }
+        }
+        XCTAssertEqual(listing(dir), ["baboon Upscaled.jpg", "baboon.jpg", "street-2s Upscaled.mp4", "street-2s.mp4"])
+        // A dangling link is a name taken too: said at once (the final rename, which never
+        // replaces, refused it after the whole upscale).
+        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("clip Upscaled.mp4").path, withDestinationPath: "/nonexistent")
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("street-2s.mp4"), to: dir.appendingPathComponent("clip.mp4"))
+        let linked = try upscale(["clip.mp4", "--preset", "ultrafast"], in: dir)
+        XCTAssertEqual(linked.status, 1, linked.stderr)
+        XCTAssertTrue(linked.stderr.hasSuffix("clip Upscaled.mp4' already exists; use --overwrite to replace it\n"), linked.stderr)
+    }
+
     func testUnwritableOutputFolderFailsCleanly() throws {
         let dir = try workspace(["street-2s.mp4"])
         // /proc takes no new files, even for root.

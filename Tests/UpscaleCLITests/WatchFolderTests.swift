@@ -322,6 +322,14 @@ final class WatchFolderTests: XCTestCase {
         }
         kill(watcher.processIdentifier, SIGKILL)
         watcher.waitUntilExit()
+        // With no watcher, the job is shown interrupted, without a rate or an ETA (it showed
+        // "running" with its last fps and ETA for good).
+        let list = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "list", inbox.path], timeout: 60)
+        XCTAssertEqual(list.status, 0, list.stderr)
+        let row = try XCTUnwrap(list.stderr.split(separator: "\n").first { $0.contains("long.mp4") }).split(separator: "\t", omittingEmptySubsequences: false)
+        XCTAssertEqual(row[2], "interrupted", "\(row)")
+        XCTAssertEqual(Array(row[4...5]), ["-", "-"], "\(row)")
+        XCTAssertTrue(list.stderr.contains("no watcher is running on '\(inbox.path)': its interrupted jobs start again when 'upscale watch \(inbox.path)' runs"), list.stderr)
         let run = try watchOnce([])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(files("Upscaled"), ["long Upscaled.mkv"])
@@ -605,7 +613,9 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(noCancel.status, 1, noCancel.stderr)
         XCTAssertEqual(noCancel.stderr, "error: no queued or running job for 'nope.mov' in \(inbox.path)\n")
         XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
-        XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "bad.mov"]).status, 0)
+        // Named by its full path in the folder, where it no longer is (it is in Failed/).
+        let retried = try upscale(["queue", "retry", inbox.path, inbox.appendingPathComponent("bad.mov").path])
+        XCTAssertEqual(retried.status, 0, retried.stderr)
         XCTAssertEqual(files("Failed"), [])
         XCTAssertTrue(files("").contains("bad.mov"))
         XCTAssertEqual(try listing().jobs.first { $0.source == "bad.mov" }?.state, "queued")
@@ -677,6 +687,25 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4", "b Upscaled.mp4"])
         XCTAssertEqual(files("Failed"), [])
         XCTAssertFalse(files(".upscale/logs").isEmpty)
+    }
+
+    /// A file with a long name (250 bytes) that fails gets its note under a shortened name; the
+    /// note was not written (its name passed 255 bytes), and nothing said so. A retry takes the
+    /// note away with the file.
+    func testAFailedFileWithALongNameGetsItsNote() throws {
+        let name = String(repeating: "y", count: 246) + ".mp4"
+        try Data("not a video".utf8).write(to: inbox.appendingPathComponent(name))
+        XCTAssertEqual(try watchOnce(Self.encode).status, 1)
+        let failed = files("Failed")
+        XCTAssertEqual(failed.count, 2, "\(failed)")
+        XCTAssertTrue(failed.contains(name), "\(failed)")
+        let note = try XCTUnwrap(failed.first { $0.hasSuffix(".error.txt") })
+        XCTAssertEqual(note.utf8.count, 255)
+        XCTAssertTrue(name.hasPrefix(String(note.dropLast(".error.txt".count))), note)
+        XCTAssertFalse(try String(contentsOf: inbox.appendingPathComponent("Failed/" + note), encoding: .utf8).isEmpty)
+        let retry = try upscale(["queue", "retry", inbox.path, name])
+        XCTAssertEqual(retry.status, 0, retry.stderr)
+        XCTAssertEqual(files("Failed"), [])
     }
 
     func testVanishedFolderChangesNothingInTheStore() throws {
