@@ -37,7 +37,8 @@ public final class StillImage {
     /// an image one), by the file's first 16 bytes. Only regular files are read: a pipe's
     /// bytes would be gone for the job.
     static func looksLikeStill(_ path: String) -> Bool {
-        guard !isCameraRaw(path) else { return false }
+        // A raw Motion JPEG stream (webcams, IP cameras) starts as a JPEG does: it is video.
+        guard !isCameraRaw(path), !["mjpeg", "mjpg"].contains(URL(fileURLWithPath: path).pathExtension.lowercased()) else { return false }
         var info = stat()
         guard !path.hasPrefix("/dev/"), !path.hasPrefix("/proc/"), stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }

@@ -769,6 +769,13 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(raw.status, 1, raw.stderr)
         XCTAssertEqual(raw.stderr, "error: '\(path("DSC_0001.NEF"))' is a camera raw file; upscale reads developed pictures: export it as TIFF or JPEG first (darktable, RawTherapee, Lightroom)\n")
         XCTAssertFalse(listing().contains { $0.hasPrefix("DSC_0001 Upscaled") })
+        // A raw Motion JPEG stream starts as a JPEG does, and is video: every picture, in a movie.
+        let avi = CLITests.fixtures.appendingPathComponent("street-mjpeg.avi").path
+        try Remuxer.copy(avi, to: path("camera.mjpeg"))
+        let motion = try run([path("camera.mjpeg"), "--width", "192", "--preset", "ultrafast"])
+        XCTAssertEqual(motion.status, 0, motion.stderr)
+        let pictures = { (file: String) in try MediaProbe.packets(file, stream: try XCTUnwrap(MediaProbe.info(file).videoStreamIndex)).count }
+        XCTAssertEqual(try pictures(path("camera Upscaled.mov")), try pictures(avi))
         let heif = try run([butterfly, "--width", "300", "--format", "heic", "--output", path("small.heif")])
         XCTAssertEqual(heif.status, 0, heif.stderr)
         XCTAssertEqual(try header(path("small.heif")).width, 300)
