@@ -30,7 +30,7 @@ public struct InputIdentity: Sendable, Codable, Equatable {
     public static func of(_ path: String) -> InputIdentity? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return InputIdentity(size: Int64(info.st_size), modified: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+        return InputIdentity(size: Int64(info.st_size), modified: info.modificationTime)
     }
 
     /// The same file: the same size, and times within 2 s (SMB and FAT shares keep them coarser).

@@ -113,7 +113,7 @@ public final class SharedWatcher {
             let path = folder.path(name)
             var st = stat()
             guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
-            files[path] = (Int64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+            files[path] = (Int64(st.st_size), st.modificationTime)
         }
         return files
     }

@@ -38,7 +38,8 @@ public final class StillImage {
     /// bytes would be gone for the job.
     static func looksLikeStill(_ path: String) -> Bool {
         // A raw Motion JPEG stream (webcams, IP cameras) starts as a JPEG does: it is video.
-        guard !isCameraRaw(path), !["mjpeg", "mjpg"].contains(URL(fileURLWithPath: path).pathExtension.lowercased()) else { return false }
+        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
+        guard !rawExtensions.contains(ext), !["mjpeg", "mjpg"].contains(ext) else { return false }
         var info = stat()
         guard !path.hasPrefix("/dev/"), !path.hasPrefix("/proc/"), stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }

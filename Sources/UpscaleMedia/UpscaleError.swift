@@ -44,6 +44,11 @@ func check(_ code: Int32, _ what: @autoclosure () -> String, kind: UpscaleError.
     return code
 }
 
+extension stat {
+    /// The modification time in seconds since 1970, to the nanosecond the file system keeps.
+    public var modificationTime: Double { Double(st_mtim.tv_sec) + Double(st_mtim.tv_nsec) / 1e9 }
+}
+
 /// Why a file operation failed, in the system's words ("Read-only file system", "Permission
 /// denied"): Foundation's errors printed whole were a dump of their domain, code and user info.
 public func fileErrorReason(_ error: Error) -> String {

@@ -189,10 +189,13 @@ final class VideoDecoder {
 
     /// The 1-based frame number at `pts` (decoders deliver late, so counting output would lag).
     private func frameNumber(at pts: Int64) -> Int {
-        let rate = stream.pointee.avg_frame_rate.double > 0 ? stream.pointee.avg_frame_rate.double : stream.pointee.r_frame_rate.double
+        let rate = frameRate.double
         guard pts != noPTS, rate > 0 else { return framesDecoded + 1 }
         return Int((Double(pts - startPTS) * stream.pointee.time_base.double * rate).rounded()) + 1
     }
+
+    /// The stream's average frame rate, else its base rate (for frame numbers and missing times).
+    private var frameRate: AVRational { stream.pointee.avg_frame_rate.double > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate }
 
     /// The video's first timestamp (0 when unknown): frame numbers and times count from it.
     private var startPTS: Int64 { stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time }
@@ -300,7 +303,7 @@ final class VideoDecoder {
         // after the picture before it (it went to the encoder untimed, was written with the
         // time of the picture before, and players dropped it).
         if pts == noPTS, let last = lastDelivered {
-            let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+            let rate = frameRate
             let step = frame.pointee.pkt_duration > 0 ? frame.pointee.pkt_duration
                 : rate.num > 0 ? av_rescale_q(1, AVRational(num: rate.den, den: rate.num), stream.pointee.time_base) : 1
             pts = last + max(1, step)

@@ -31,24 +31,31 @@ public final class JobProcess: @unchecked Sendable {
     /// With `log`, the child's stdout and stderr go to that file (appended) instead of ours.
     public convenience init(executable: String, arguments: [String], environment: [String: String] = [:], log: String? = nil,
                             onLine: @escaping @Sendable (String) -> Void) throws {
-        if let log {
-            // The spawn's own open of it failed as "cannot start <executable>: No such file or
-            // directory", naming a binary that was there.
-            let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw JobProcessError("cannot write the job's log '\(log)': \(String(cString: strerror(errno)))") }
-            close(fd)
-        }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw JobProcessError("cannot create a pipe: \(String(cString: strerror(errno)))") }
         let (readEnd, writeEnd) = (fds[0], fds[1])
+        // The log is opened here, not by the spawn: a failure of the spawn's own open said
+        // "cannot start <executable>: No such file or directory", naming a binary that was there.
+        // (Opened after the pipe, it is never descriptor 3, which the report end takes in the child.)
+        var logDescriptor: Int32 = -1
+        if let log {
+            logDescriptor = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            guard logDescriptor >= 0 else {
+                let reason = String(cString: strerror(errno))
+                close(readEnd)
+                close(writeEnd)
+                throw JobProcessError("cannot write the job's log '\(log)': \(reason)")
+            }
+        }
+        defer { if logDescriptor >= 0 { close(logDescriptor) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addclose(&actions, readEnd)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, Self.reportDescriptor)
         if writeEnd != Self.reportDescriptor { posix_spawn_file_actions_addclose(&actions, writeEnd) }
-        if let log {
-            posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        if logDescriptor >= 0 {
+            posix_spawn_file_actions_adddup2(&actions, logDescriptor, 1)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
 

@@ -37,8 +37,7 @@ public enum QueueActions {
             }
             var info = stat()
             guard stat(folder.path(source), &info) == 0 else { continue }
-            let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-            if try store.requeueFailed(id: job.id, source: source, size: Int64(info.st_size), modified: modified, now: now) {
+            if try store.requeueFailed(id: job.id, source: source, size: Int64(info.st_size), modified: info.modificationTime, now: now) {
                 queued.append(source)
             }
         }

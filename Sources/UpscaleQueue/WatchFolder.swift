@@ -120,7 +120,7 @@ public enum SafeFiles {
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            throw WatchError("cannot move '\(from)' to '\(folder)': \(reason(of: error))")
+            throw WatchError("cannot move '\(from)' to '\(folder)': \(fileErrorReason(error))")
         }
         var code: Int32 = EEXIST
         for _ in 0..<100 {
@@ -145,11 +145,6 @@ public enum SafeFiles {
             guard parts.count >= 3, let pid = pid_t(parts[parts.count - 2]), kill(pid, 0) != 0, errno == ESRCH else { continue }
             unlink(folder + "/" + name)
         }
-    }
-
-    private static func reason(of error: Error) -> String {
-        ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { String(cString: strerror(Int32($0.code))) }
-            ?? error.localizedDescription
     }
 
     /// `from` copied to `to` on another filesystem: written under a hidden name beside `to`,

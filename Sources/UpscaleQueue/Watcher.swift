@@ -203,8 +203,7 @@ public final class Watcher: @unchecked Sendable {
                     continue
                 }
                 ignoredOnce.remove(rel)
-                let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-                found[rel] = (Int64(info.st_size), modified)
+                found[rel] = (Int64(info.st_size), info.modificationTime)
             }
         }
         walk("")
@@ -490,7 +489,7 @@ final class RunningJob: @unchecked Sendable {
             return
         }
         // Made again if it was removed (every job failed, three attempts each, while it was gone).
-        try? FileManager.default.createDirectory(atPath: config.folder.logs, withIntermediateDirectories: true)
+        try? WatchFolder.makeFolder(config.folder.logs, root: config.folder.root)
         let logPath = config.folder.logs + "/job-\(job.id).log"
         let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space",
                                         "--output", outputFolder + "/", "--", source]
@@ -634,8 +633,8 @@ final class RunningJob: @unchecked Sendable {
     private func changedSinceQueued() -> (size: Int64, modified: Double)? {
         var info = stat()
         guard stat(config.folder.path(claim.job.source), &info) == 0 else { return nil }
-        let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-        return Int64(info.st_size) != claim.job.size || modified != claim.job.modified ? (Int64(info.st_size), modified) : nil
+        let now = (size: Int64(info.st_size), modified: info.modificationTime)
+        return now.size != claim.job.size || now.modified != claim.job.modified ? now : nil
     }
 
     /// The original could not be moved out: it stays, and is not taken again unless it changes
