@@ -48,11 +48,15 @@ public enum QueueActions {
     /// its watcher within about a second). Returns how many.
     public static func cancel(folder: WatchFolder, store: JobStore, files: [String]) throws -> Int {
         let sources = files.map { relative($0, in: folder) }
-        let waiting = try store.list().filter { ($0.state == .queued || $0.state == .waitingForSpace) && sources.contains($0.source) }
+        let jobs = try store.list().filter { sources.contains($0.source) }
         let count = try store.cancel(sources: sources, now: Date().timeIntervalSince1970)
-        // The chunks an interrupted run kept for resuming are of no use to a cancelled job (a
-        // running one's are removed by its watcher once its child has stopped).
-        for job in waiting { if let output = job.output { removeChunks(of: folder.path(output)) } }
+        // The chunks an interrupted run kept for resuming are of no use to a cancelled job. A
+        // running one's are removed by its watcher once its child has stopped; with no watcher
+        // (it was killed, and the job shows "interrupted") nobody else would.
+        let watched = FolderLock.isHeld(folder: folder)
+        for job in jobs where job.state == .queued || job.state == .waitingForSpace || (job.state == .running && !watched) {
+            if let output = job.output { removeChunks(of: folder.path(output)) }
+        }
         return count
     }
 

@@ -40,16 +40,28 @@ final class SQLiteDatabase {
     private var handle: OpaquePointer?
     let path: String
 
-    init(path: String) throws {
+    /// `readOnly`: for a user who may read the store but not write it. With no watcher running
+    /// the WAL's shared-memory file is gone and that user cannot make it, so the file is then
+    /// opened as unchanging (`immutable`): a snapshot, which is what a listing is.
+    init(path: String, readOnly: Bool = false) throws {
         self.path = path
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let opened = sqlite3_open_v2(path, &handle, flags, nil)
+        var flags = SQLITE_OPEN_NOMUTEX
+        var name = path
+        if readOnly {
+            flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
+            let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "?#"))) ?? path
+            name = "file:\(escaped)?mode=ro" + (access(path + "-shm", R_OK) == 0 ? "" : "&immutable=1")
+        } else {
+            flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        let opened = sqlite3_open_v2(name, &handle, flags, nil)
         guard opened == SQLITE_OK else {
             let text = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "error \(opened)"
             sqlite3_close(handle)
             throw SQLiteError(description: "cannot open the job store '\(path)': \(text)")
         }
         sqlite3_busy_timeout(handle, 10_000)
+        guard !readOnly else { return }
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=FULL")
         try execute("PRAGMA foreign_keys=ON")

@@ -10,9 +10,17 @@ public final class SQLiteJobStore: JobStore {
 
     static let schemaVersion = 3
 
-    public init(path: String) throws {
+    /// `readOnly`: opened only to be read, by a user who may not write it (see `WatchFolder.openStore`).
+    public init(path: String, readOnly: Bool = false) throws {
         self.path = path
-        db = try SQLiteDatabase(path: path)
+        db = try SQLiteDatabase(path: path, readOnly: readOnly)
+        if readOnly {
+            let version = try db.query("SELECT value FROM meta WHERE key = 'schema'").first?["value"]?.string
+            guard let found = version.flatMap({ Int($0) }), found == Self.schemaVersion else {
+                throw SQLiteError(description: "the job store '\(path)' was written by another version of upscale; list it as the user the watcher runs as")
+            }
+            return
+        }
         try db.transaction {
             try db.execute("""
                 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

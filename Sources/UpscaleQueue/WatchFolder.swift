@@ -29,6 +29,23 @@ public struct WatchFolder: Sendable {
         return base + "/" + relative[..<slash]
     }
 
+    /// A job's error in the words of a watch folder. Jobs run the plain command, whose advice
+    /// names options `watch` does not have: its output folder is always Upscaled/ and its
+    /// names are chosen free, so "--output" and "--overwrite" are replaced by what can be done
+    /// there.
+    public static func advice(_ text: String) -> String {
+        let replacements = [
+            ("; free some space or choose another --output folder", "; free some space"),
+            ("; pick another --output folder", "; check that the watcher may write there"),
+            ("; create it or pick another --output", "; check that the watcher may write there"),
+            ("; give a shorter one with --output", "; rename the file to something shorter and drop it in again"),
+            ("; choose a file name for --output", "; move it away"),
+            (" (use --overwrite to replace it)", ""),
+            ("; use --overwrite to replace it", "; move it away"),
+        ]
+        return replacements.reduce(text) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
+    }
+
     /// The note beside a file moved to Failed/: "<name>.error.txt", its name shortened where
     /// that would pass the 255-byte limit of a file name (a long name got no note, unsaid).
     public static func errorNote(for moved: String) -> String {
@@ -48,8 +65,10 @@ public struct WatchFolder: Sendable {
         }
     }
 
-    /// The store, creating `.upscale/` when `create` (the watcher); `upscale queue` only opens an existing one.
-    public func openStore(create: Bool) throws -> SQLiteJobStore {
+    /// The store, creating `.upscale/` when `create` (the watcher); `upscale queue` only opens an
+    /// existing one. A user who may not write it (the watcher runs as a service account) can
+    /// still read it (`readOnly`, for listing); changing it says whose it is.
+    public func openStore(create: Bool, readOnly: Bool = false) throws -> SQLiteJobStore {
         if !FileManager.default.fileExists(atPath: storePath) {
             guard create else {
                 var isDirectory: ObjCBool = false
@@ -59,6 +78,15 @@ public struct WatchFolder: Sendable {
                 throw WatchError("'\(root)' has no queue yet (no .upscale/queue.sqlite); start 'upscale watch \(root)' first")
             }
             try Self.makeFolder(logs, root: root)
+        }
+        if !create, access(state, W_OK) != 0 || access(storePath, W_OK) != 0 {
+            guard readOnly else {
+                var info = stat()
+                let owner = stat(storePath, &info) == 0 ? getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } : nil
+                throw WatchError("cannot change the queue of '\(root)': no write access to '\(storePath)'; run this as the user the watcher runs as"
+                                 + (owner.map { " ('\($0)')" } ?? ""))
+            }
+            return try SQLiteJobStore(path: storePath, readOnly: true)
         }
         return try SQLiteJobStore(path: storePath)
     }
@@ -136,6 +164,19 @@ public enum SafeFiles {
             break
         }
         throw WatchError("cannot move '\(from)' to '\(folder)': \(String(cString: strerror(code)))")
+    }
+
+    /// The same in `folder` and every folder under it: what a killed watcher left in
+    /// `Originals/` or `Failed/` (linked to another disk), each as big as the file it copied,
+    /// which was otherwise removed only by a later move into the same folder.
+    public static func removeStaleCopies(under folder: String) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else { return }
+        removeStaleCopies(in: folder)
+        guard let walk = FileManager.default.enumerator(atPath: folder) else { return }
+        for case let path as String in walk where walk.fileAttributes?[.type] as? FileAttributeType == .typeDirectory {
+            removeStaleCopies(in: folder + "/" + path)
+        }
     }
 
     /// Copies that a process which has since died left half made (`.<name>.<pid>.copying`).

@@ -79,6 +79,7 @@ public final class Watcher: @unchecked Sendable {
         let abandoned = try store.requeueAbandoned(id: nil, now: now)
         if abandoned > 0 { say("\(abandoned) job(s) interrupted by the last watcher go back to the queue") }
         try recoverFinishing()
+        for folder in [config.folder.originals, config.folder.failed] { SafeFiles.removeStaleCopies(under: folder) }
         var lastRescan = 0.0
         while !stop.isCancelled {
             let now = Date().timeIntervalSince1970
@@ -101,6 +102,13 @@ public final class Watcher: @unchecked Sendable {
                 if now - lastRescan >= rescan {
                     try scan(now: now)
                     lastRescan = now
+                    // A paused queue gave no sign: files were queued and nothing started.
+                    let paused = try store.isPaused()
+                    if paused != (wasPaused ?? false) {
+                        if paused { say("the queue is paused: no job starts until 'upscale queue resume \(config.folder.root)'") }
+                        else if wasPaused != nil { say("the queue was resumed") }
+                    }
+                    wasPaused = paused
                 }
                 while runningCount < config.jobs, !stop.isCancelled, let claim = try store.claim(owner: owner, lease: config.lease, now: now) {
                     start(claim)
@@ -146,6 +154,8 @@ public final class Watcher: @unchecked Sendable {
     private var runningCount: Int { lock.withLock { running.count } }
     /// The last write to the store failed for a full disk (said once until it works again).
     private var storeWasFull = false
+    /// Whether the queue was paused at the last look (nil: not looked yet).
+    private var wasPaused: Bool?
 
     let hooks = Hooks()
 
@@ -463,7 +473,7 @@ final class RunningJob: @unchecked Sendable {
                 total = t
                 elapsed = e
             case .summary(let f, _): summaryFrames = f
-            case .error(let kind, let text): error = (kind, text)
+            case .error(let kind, let text): error = (kind, WatchFolder.advice(text))
             }
         }
     }

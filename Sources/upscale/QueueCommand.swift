@@ -20,7 +20,7 @@ struct QueueCommand: ParsableCommand {
         func run() throws {
             if queue.given != nil { return try SharedQueue.list(try queue.open(), json: json) }
             let root = WatchFolder(root: try required(folder))
-            let store = try root.openStore(create: false)
+            let store = try root.openStore(create: false, readOnly: true)
             let jobs = try store.list()
             let eta = QueueActions.queueETA(jobs)
             if json {

@@ -310,6 +310,26 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), [])
     }
 
+    /// The same when its watcher was killed: the job shows "interrupted", and a cancel then
+    /// left its chunks for good (only a running watcher removed them).
+    func testCancelledInterruptedJobLeavesNoChunksBehind() throws {
+        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
+        try waitFor("a chunk") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
+        }
+        kill(watcher.processIdentifier, SIGKILL)
+        watcher.waitUntilExit()
+        XCTAssertEqual(try listing().jobs.first?.state, "running")
+        let cancel = try upscale(["queue", "cancel", inbox.path, "long.mp4"])
+        XCTAssertEqual(cancel.status, 0, cancel.stderr)
+        XCTAssertEqual(try listing().jobs.first?.state, "cancelled")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertEqual(files(""), [".upscale", "Upscaled", "long.mp4"], "the file stays")
+    }
+
     /// A long video runs in chunks under the watch folder too: a watcher killed with SIGKILL
     /// mid-job loses only the chunk in flight; the next run resumes from the kept chunks.
     func testKilledWatcherResumesAChunkedJob() throws {
@@ -585,7 +605,10 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
         XCTAssertTrue(try listing().paused)
         try drop(Self.clip, as: "later.mp4")
-        XCTAssertEqual(try watchOnce().status, 0)
+        let paused = try watchOnceLogged([])
+        XCTAssertEqual(paused.status, 0)
+        // It says so (it gave no sign: files were queued and nothing started).
+        XCTAssertTrue(paused.stderr.contains("the queue is paused: no job starts until 'upscale queue resume \(inbox.path)'"), paused.stderr)
         XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
         // A negative priority (after the others) is a number, not an unknown option.
         let lower = try upscale(["queue", "priority", inbox.path, "later.mp4", "-3"])
@@ -706,6 +729,62 @@ final class WatchFolderTests: XCTestCase {
         let retry = try upscale(["queue", "retry", inbox.path, name])
         XCTAssertEqual(retry.status, 0, retry.stderr)
         XCTAssertEqual(files("Failed"), [])
+    }
+
+    /// A job's advice is a watch folder's: `watch` has no --output or --overwrite. A name too
+    /// long for its output said "give a shorter one with --output".
+    func testAFailedJobsAdviceFitsTheWatchFolder() throws {
+        let name = String(repeating: "x", count: 220) + ".mp4"
+        try drop(Self.clip, as: name)
+        XCTAssertEqual(try watchOnce(Self.encode).status, 1)
+        XCTAssertEqual(files("Failed"), [name, name + ".error.txt"])
+        let note = try String(contentsOf: inbox.appendingPathComponent("Failed/" + name + ".error.txt"), encoding: .utf8)
+        XCTAssertTrue(note.contains("is too long"), note)
+        XCTAssertTrue(note.contains("rename the file to something shorter"), note)
+        XCTAssertFalse(note.contains("--output"), note)
+    }
+
+    /// The watcher runs as a service account; `queue list` by another user, who may read the
+    /// folder but not write it, failed ("attempt to write a readonly database") whenever no
+    /// watcher was running. Changing the queue as that user says whose it is.
+    func testAnotherUserListsTheQueue() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        // A copy of the binary that `nobody` may run, wherever the checkout is.
+        let binary = inbox.deletingLastPathComponent().appendingPathComponent("upscale")
+        try FileManager.default.copyItem(at: CLITests.binary, to: binary)
+        for path in [inbox.deletingLastPathComponent().path, binary.path] { chmod(path, 0o755) }
+        /// Its standard output in `stderr` too.
+        func asNobody(_ arguments: [String]) throws -> DamageRun {
+            try DamageRun.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/sh", "-c", "exec \"$0\" \"$@\" 1>&2", binary.path] + arguments, timeout: 60)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: inbox.path + "/.upscale/queue.sqlite-shm"), "no watcher, no shared memory")
+        let list = try asNobody(["queue", "list", inbox.path])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        XCTAssertTrue(list.stderr.contains("a.mp4\tdone"), list.stderr)
+        let json = try asNobody(["queue", "list", "--json", inbox.path])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(try JSONDecoder().decode(Listing.self, from: Data(json.stderr.utf8)).jobs.map(\.source), ["a.mp4"])
+        let pause = try asNobody(["queue", "pause", inbox.path])
+        XCTAssertEqual(pause.status, 1)
+        XCTAssertEqual(pause.stderr, "error: cannot change the queue of '\(inbox.path)': no write access to '\(inbox.path)/.upscale/queue.sqlite'; run this as the user the watcher runs as ('root')\n")
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0, "its owner still can")
+    }
+
+    /// A copy to another disk that a killed watcher left half made (as big as the file) is
+    /// removed when a watcher starts; it stayed until a later move into the same folder.
+    func testAStaleCopyIsRemovedAtStart() throws {
+        let nested = inbox.appendingPathComponent("Originals/trip")
+        try FileManager.default.createDirectory(at: nested, withIntermediateDirectories: true)
+        let dead = "4194305" // over the largest process id: no such process
+        let stale = [inbox.appendingPathComponent("Failed/.a.mp4.\(dead).copying"), nested.appendingPathComponent(".b.mp4.\(dead).copying")]
+        try FileManager.default.createDirectory(at: stale[0].deletingLastPathComponent(), withIntermediateDirectories: true)
+        for file in stale { try Data(count: 1000).write(to: file) }
+        let alive = nested.appendingPathComponent(".c.mp4.\(getpid()).copying") // this process: being copied
+        try Data(count: 1000).write(to: alive)
+        XCTAssertEqual(try watchOnce().status, 0)
+        for file in stale { XCTAssertFalse(FileManager.default.fileExists(atPath: file.path), file.path) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: alive.path))
     }
 
     func testVanishedFolderChangesNothingInTheStore() throws {
