@@ -152,7 +152,6 @@ public enum OutputSize {
             guard s > 0, s.isFinite else { throw UpscaleError(.usage, "--scale must be a positive number") }
             (w, h) = (display.width * s, display.height * s)
         }
-        let even = { (v: Double) in max(2, Int((v / 2).rounded()) * 2) }
         let ew = even(w), eh = even(h)
         let rounded = (width.map { $0 != ew } ?? false) || (height.map { $0 != eh } ?? false)
         for (name, value, asked) in [("width", ew, width), ("height", eh, height)] where value < minimum || value > maximum {
@@ -163,6 +162,9 @@ public enum OutputSize {
         }
         return (ew, eh, rounded)
     }
+
+    /// The nearest even size (4:2:0), at least 2.
+    static func even(_ v: Double) -> Int { max(2, Int((v / 2).rounded()) * 2) }
 }
 
 public enum JobPlanner {
@@ -261,9 +263,15 @@ public enum JobPlanner {
         let sar: (num: Int, den: Int) = video.sampleAspect.num > 0 && video.sampleAspect.den > 0 ? video.sampleAspect : (1, 1)
         let sideways = video.rotation % 180 == 90
         let upright = sideways ? (width: shown.height, height: shown.width) : (width: shown.width, height: shown.height)
-        let storedWidth = sar.num == sar.den ? upright.width
-            : max(2, Int((Double(upright.width) * Double(sar.den) / Double(sar.num) / 2).rounded()) * 2)
-        let size = (width: storedWidth, height: upright.height)
+        var size = (width: sar.num == sar.den ? upright.width : OutputSize.even(Double(upright.width) * Double(sar.den) / Double(sar.num)),
+                    height: upright.height)
+        if options.width == nil && options.height == nil {
+            // A scale (2x when none is given) multiplies the stored picture. Through the shown
+            // size, NTSC DV's 720x480 at 10:11 was shown 1309.1 wide, rounded to 1310, stored
+            // 1442: not 2x, so the refinement (exact ratios only) was off.
+            let s = options.scale ?? 2
+            size = (OutputSize.even(Double(video.width) * s), OutputSize.even(Double(video.height) * s))
+        }
         var encoder = options.encoder
         if !encoder.codec.accepts(width: size.width, height: size.height) {
             guard !options.codecChosen else {

@@ -93,23 +93,42 @@ final class VideoDecoder {
         let isRGB = format != AV_PIX_FMT_NONE
             && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) != 0
         fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
+        let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace
-        if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB {
-            space = height >= 720 ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M
-        }
+        if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB { space = guess.space }
         matrix = swsMatrix(for: space, height: Int32(height))
         var primaries = ctx.pointee.color_primaries
         var transfer = ctx.pointee.color_trc
         if isRGB {
-            // RGB sources are converted with the matrix above; describe the result as sRGB-ish video.
-            primaries = height >= 720 ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M
+            // RGB is converted with the matrix above; its colours are sRGB's: BT.709 primaries
+            // (SMPTE C was written below 720 lines) and the sRGB curve.
+            primaries = AVCOL_PRI_BT709
             transfer = AVCOL_TRC_IEC61966_2_1
+        } else {
+            // Untagged video is shown as players guess from its size, and an upscale moves it to
+            // another guess: SD (BT.601) became HD (BT.709), other colours for the same samples.
+            // The output is tagged with what the input was shown as.
+            if primaries == AVCOL_PRI_UNSPECIFIED { primaries = guess.primaries }
+            if transfer == AVCOL_TRC_UNSPECIFIED { transfer = guess.transfer }
         }
         color = ColorDescription(
             range: fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
-            primaries: primaries, transfer: transfer,
-            space: ctx.pointee.colorspace == AVCOL_SPC_UNSPECIFIED && !isRGB ? AVCOL_SPC_UNSPECIFIED : space,
+            primaries: primaries, transfer: transfer, space: space,
             chromaLocation: AVCHROMA_LOC_LEFT)
+    }
+
+    /// What players take untagged video of this size to be (mpv's and VLC's rule): BT.709 from
+    /// 1280 wide or over 576 lines; below that BT.601, with PAL's primaries at 576 lines and
+    /// NTSC's at 480 and 486, BT.709's for other small sizes.
+    static func guessedColor(width: Int, height: Int)
+        -> (space: AVColorSpace, primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)
+    {
+        if width >= 1280 || height > 576 { return (AVCOL_SPC_BT709, AVCOL_PRI_BT709, AVCOL_TRC_BT709) }
+        switch height {
+        case 576: return (AVCOL_SPC_BT470BG, AVCOL_PRI_BT470BG, AVCOL_TRC_SMPTE170M)
+        case 480, 486: return (AVCOL_SPC_SMPTE170M, AVCOL_PRI_SMPTE170M, AVCOL_TRC_SMPTE170M)
+        default: return (AVCOL_SPC_SMPTE170M, AVCOL_PRI_BT709, AVCOL_TRC_SMPTE170M)
+        }
     }
 
     deinit {

@@ -370,6 +370,10 @@ enum Main {
         // end the run: a write to it fails, and the work goes on. SIGPIPE killed the command
         // at its next progress line (exit 141, no word), and the job with it.
         signal(SIGPIPE, SIG_IGN)
+        if let name = notUTF8Argument() {
+            writeStandardError("error: '\(name)' is not a UTF-8 name, which upscale cannot open; rename it (for Latin-1 names: convmv -f latin1 -t utf8 --notest NAME) and run again\n")
+            exit(2)
+        }
         var arguments = Array(CommandLine.arguments.dropFirst())
         let folder = arguments.first.map { ["watch", "queue", "submit", "worker", "dashboard"].contains($0) } ?? false
         // The plain command runs each file in a child process; the first one is a copy of
@@ -391,6 +395,29 @@ enum Main {
         LoggingSystem.bootstrap { label in NoticeLogHandler(label: label) }
         if folder { run(FolderCommands.self, arguments) }
         run(UpscaleCommand.self, arguments)
+    }
+
+    /// The first argument that is not UTF-8, with its other bytes as \xNN. Such a name (Latin-1,
+    /// from an old archive or a FAT card) cannot be a Swift string: its bytes became U+FFFD, and
+    /// an existing file was said not to exist.
+    static func notUTF8Argument() -> String? {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
+            let bytes = Array(UnsafeRawBufferPointer(start: raw, count: strlen(raw)))
+            var shown = "", i = 0
+            while i < bytes.count {
+                // The longest valid character here (UTF-8 has at most 4 bytes), else one byte escaped.
+                if let n = (1...4).reversed().first(where: { i + $0 <= bytes.count && String(validating: bytes[i..<i + $0], as: UTF8.self) != nil }) {
+                    shown += String(decoding: bytes[i..<i + n], as: UTF8.self)
+                    i += n
+                } else {
+                    shown += String(format: "\\x%02X", bytes[i])
+                    i += 1
+                }
+            }
+            return shown
+        }
+        return nil
     }
 
     /// An existing file whose name starts with one "-", given without ./ or a "--" before it:

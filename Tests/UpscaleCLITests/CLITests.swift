@@ -1,4 +1,5 @@
 import Foundation
+import DamageCorpus
 import UpscaleMedia
 import XCTest
 
@@ -609,6 +610,17 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0, stderr)
         XCTAssertEqual(listing(home), ["x.mp4"])
         XCTAssertEqual(try Self.probeSize(home.appendingPathComponent("x.mp4")), "256x192")
+    }
+
+    /// A name that is not UTF-8 ("café" in Latin-1) was said not to exist: its byte became
+    /// U+FFFD in a Swift string. Now one line names it, with that byte, and says what to do.
+    func testANameThatIsNotUTF8IsNamedSo() throws {
+        let dir = try workspace(["street-hlg.mp4"])
+        let run = try DamageRun.run("/bin/sh", ["-c", "cd \"$1\" && mv street-hlg.mp4 \"$(printf 'caf\\351.mp4')\" && exec \"$0\" \"$(printf 'caf\\351.mp4')\" --preset ultrafast",
+                                                CLITests.binary.path, dir.path], timeout: 60)
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertEqual(run.stderr, "error: 'caf\\xE9.mp4' is not a UTF-8 name, which upscale cannot open; rename it (for Latin-1 names: convmv -f latin1 -t utf8 --notest NAME) and run again\n")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path).count, 1, "nothing written")
     }
 
     /// A file named "-….mp4" given as it is: argument-parser reads it as short options, and

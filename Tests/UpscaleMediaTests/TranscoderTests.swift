@@ -24,6 +24,10 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(video.codecTag, "hvc1")
         XCTAssertEqual(video.width, 1536)
         XCTAssertEqual(video.height, 1152)
+        // The input is untagged 576-line video, which players show as PAL BT.601; untagged at
+        // 1152 lines they would take BT.709: it is tagged as it was shown.
+        XCTAssertEqual([inInfo.video!.colorSpace, inInfo.video!.colorPrimaries, inInfo.video!.colorTransfer], ["unknown", "unknown", "unknown"])
+        XCTAssertEqual([video.colorSpace, video.colorPrimaries, video.colorTransfer], ["bt470bg", "bt470bg", "smpte170m"])
 
         // Same frames at the same presentation times, in seconds.
         let inVideo = try MediaProbe.packets(input, stream: inInfo.videoStreamIndex!)
@@ -242,6 +246,24 @@ final class TranscoderTests: XCTestCase {
         XCTAssertTrue(info.displaySize! == (2048, 1152), "\(info.displaySize!)")
     }
 
+    /// A scale multiplies the stored picture: NTSC DV (720x480, 10:11 pixels) at 2x is stored
+    /// 1440x960 and refined. Through its shown width (1309.1, rounded to 1310) it was 1442 wide,
+    /// not 2x, and the refinement was off.
+    func testAScaleOfNonSquarePixelsIsExactOnTheStoredPicture() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let dv = dir.appendingPathComponent("dv.mp4").path
+        _ = try run(dir.appendingPathComponent("street-2s.mp4").path,
+                    UpscaleOptions(width: 720, height: 480, output: dv, encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
+        let input = dir.appendingPathComponent("dv.mov").path
+        try Remuxer.copy(dv, to: input, sampleAspect: (10, 11))
+        for (scale, expected) in [(nil, (1440, 960)), (2.0, (1440, 960)), (3.0, (2160, 1440)), (1.5, (1080, 720))] {
+            let job = try JobPlanner.plan(input: input, options: UpscaleOptions(scale: scale, refine: true))
+            XCTAssertEqual([job.width, job.height], [expected.0, expected.1], "\(String(describing: scale))")
+            XCTAssertTrue(job.sampleAspect == (10, 11))
+            XCTAssertEqual(job.refine, scale != 1.5, "\(String(describing: scale))")
+        }
+    }
+
     func testOddSizedPackedRGBAndPalettedInputsComeOutEvenAndFaithful() throws {
         let dir = try workspace(copying: ["street-853x479.mkv", "street-qtrle.mov", "street-pal8-png.mov"])
         for (name, expected) in [("street-853x479.mkv", (1706, 958)), ("street-qtrle.mov", (426, 322)), ("street-pal8-png.mov", (384, 288))] {
@@ -251,6 +273,11 @@ final class TranscoderTests: XCTestCase {
             XCTAssertEqual(info.video?.width, expected.0, name)
             XCTAssertEqual(info.video?.height, expected.1, name)
             XCTAssertEqual(info.video?.pixelFormat, "yuv420p", name)
+            // RGB: sRGB's colours, BT.709 primaries with the sRGB curve (SMPTE C primaries were
+            // written below 720 lines), and the matrix of the conversion. The untagged YUV as
+            // players show 479 lines: BT.601's matrix and curve, BT.709's primaries.
+            XCTAssertEqual([info.video!.colorPrimaries, info.video!.colorTransfer, info.video!.colorSpace],
+                           ["bt709", name == "street-853x479.mkv" ? "smpte170m" : "iec61966-2-1", "smpte170m"], name)
             let source = try Measure.frames(input), result = try Measure.frames(job.output)
             XCTAssertEqual(result.count, source.count, name)
             let reference = try SwscaleScaler(input: (source[0].frame.width, source[0].frame.height), output: expected)
