@@ -28,7 +28,7 @@ extension Transcoder {
             let reader = k == 0 ? first : try ChunkReader(path: path)
             guard reader.extradata == first.extradata, reader.fields == first.fields,
                   av_cmp_q(reader.timeBase, first.timeBase) == 0 else {
-                throw UpscaleError(.processing, "chunk \(k + 1) of '\(job.input)' was encoded with other parameters than chunk 1 (another encoder build or settings on another machine); run the job again with the same upscale version everywhere")
+                throw UpscaleError(.processing, "chunk \(k + 1) of '\(job.input)' was encoded with other parameters than chunk 1 (another upscale or encoder version); encode it again from the start (--no-resume; on a queue, with the same upscale version on every machine)")
             }
             var pts: [Int64] = [], dts: [Int64] = []
             while try reader.read(into: probe!, withData: false) {

@@ -93,7 +93,10 @@ final class VideoEncoder {
             var params = "log-level=error"
             if let threads = settings.threads { params += ":pools=\(threads)" }
             params += X265Threading.parameters(poolThreads: settings.threads)
-            if let k = settings.keyframeInterval { params += ":keyint=\(max(k, 1))" }
+            // A chunk (it has a keyframe interval): without x265's settings note (an SEI in the
+            // stream header that lists the threads too), so chunks encoded with other --threads
+            // or --jobs, or on other machines of a farm, have the same header and join.
+            if let k = settings.keyframeInterval { params += ":keyint=\(max(k, 1)):info=0" }
             if let hdr { params += ":hdr10=1:" + hdr.x265Parameters }
             av_opt_set(priv, "x265-params", params, 0)
         case .h264:

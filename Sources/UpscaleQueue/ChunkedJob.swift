@@ -140,7 +140,7 @@ public final class ChunkedJob {
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let e = job.encoder
         let parts: [String] = [
-            "v1", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
+            "v2", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
             "\(job.width)x\(job.height)", job.muxer, e.codec.rawValue, e.crf.map(String.init) ?? "-", e.preset ?? "-",
             e.hevcEncoder ?? "-", job.kernel.rawValue, String(job.refine), String(job.deinterlace),
             "\(job.sampleAspect.num):\(job.sampleAspect.den)", String(chunkSeconds),
@@ -162,6 +162,9 @@ public final class ChunkedJob {
         let demuxErrorsBefore = MediaLibrary.demuxErrors
         let fm = FileManager.default
         let ledgerPath = (workFolder as NSString).appendingPathComponent("chunks.sqlite")
+        // Each chunk opens the input again: the file as it is now, to see it change or go.
+        var original = stat()
+        stat(job.input, &original)
         let key = settingsKey
         let existed = fm.fileExists(atPath: workFolder)
         do {
@@ -249,6 +252,12 @@ public final class ChunkedJob {
                         stop.cancel()
                         return
                     }
+                    if let error = inputChange(from: original, ledger: ledger) {
+                        try? ledger.requeue(range.index)
+                        failure.record(error)
+                        stop.cancel()
+                        return
+                    }
                     var part = job
                     if workers > 1 {
                         part.threads = share
@@ -267,7 +276,9 @@ public final class ChunkedJob {
                     } catch {
                         meter.finish(worker: worker, frames: 0)
                         try? ledger.requeue(range.index, error: "\(error)")
-                        if (error as? UpscaleError)?.kind != .cancelled { failure.record(error) }
+                        // A chunk that failed on its input ("does not exist") may have met the
+                        // file going or changing: that is said instead.
+                        if (error as? UpscaleError)?.kind != .cancelled { failure.record(inputChange(from: original, ledger: ledger) ?? error) }
                         stop.cancel()
                         return
                     }
@@ -278,12 +289,13 @@ public final class ChunkedJob {
         while group.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
             if cancel.isCancelled { stop.cancel() }
         }
+        if failure.current == nil, !cancel.isCancelled, let error = inputChange(from: original, ledger: ledger) { failure.record(error) }
         if let error = failure.current {
             // A clean failure of the input or the processing: nothing to resume. One of the
             // output (a full disk, a folder made read-only) keeps the finished chunks for the
             // next run, as its message says: they were removed, and a rerun after freeing
-            // space started from zero.
-            if (error as? UpscaleError)?.kind != .output { try? fm.removeItem(atPath: workFolder) }
+            // space started from zero. So does an input that went away (moved, a drive gone).
+            if (error as? UpscaleError)?.kind != .output && access(job.input, F_OK) == 0 { try? fm.removeItem(atPath: workFolder) }
             throw error
         }
         if cancel.isCancelled {
@@ -299,6 +311,24 @@ public final class ChunkedJob {
         var summary = joined
         summary.seconds = Date().timeIntervalSince(started)
         return Outcome(summary: summary, chunks: all.count, reused: reused, encoded: encoded)
+    }
+
+    /// The input gone or changed since the run began (`original`), as an error to end it
+    /// with; nil when it is the same file. A replaced input (a re-export saved over it) gave
+    /// an output of two versions, later chunks and the sound from the new one; a moved one
+    /// failed as missing, and its finished chunks were removed.
+    private func inputChange(from original: stat, ledger: ChunkLedger) -> Error? {
+        var now = stat()
+        guard stat(job.input, &now) == 0 else {
+            guard errno == ENOENT || errno == ENOTDIR else { return nil }
+            let done = (try? ledger.chunks().filter { $0.state == .done }.count) ?? 0
+            return UpscaleError(.input, "'\(job.input)' went away while it was upscaled (moved, renamed or its drive gone); \(done) finished chunks are kept in '\(workFolder)': put it back and run the same command again to resume")
+        }
+        guard now.st_dev == original.st_dev, now.st_ino == original.st_ino, now.st_size == original.st_size,
+              now.modificationTime == original.modificationTime else {
+            return UpscaleError(.input, "'\(job.input)' changed while it was upscaled (saved over or replaced); nothing was written: run the same command again to upscale it as it is now")
+        }
+        return nil
     }
 
     func chunkPath(_ index: Int) -> String {

@@ -110,6 +110,70 @@ final class ChunkedRunTests: XCTestCase {
         try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
     }
 
+    /// x265's settings note in each chunk's stream header listed its threads: a resume with
+    /// other --threads (or --jobs, or a farm's other machines) kept the chunks, failed at the
+    /// join, and so did every run after it.
+    func testAResumeWithOtherThreadsJoins() throws {
+        let dir = try workspace()
+        let hevc = [source, "-o", "chunked.mp4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", "1"]
+        let work = dir.appendingPathComponent(".chunked.mp4.upscale-work")
+        let (process, err) = try start(hevc + ["--threads", "1"], in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        kill(process.processIdentifier, SIGINT)
+        _ = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        let again = try run(hevc + ["--threads", "2"], in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("resuming: "), again.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
+    }
+
+    /// Each chunk opens the input again: one saved over mid-run gave an output of two
+    /// versions (later chunks from the new file), with exit 0. It now fails in one line, and
+    /// the next run upscales the new version.
+    func testAnInputReplacedMidRunFailsAndTheNextRunTakesTheNewVersion() throws {
+        let dir = try workspace()
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        let replacement = dir.appendingPathComponent("new.mp4")
+        try FileManager.default.copyItem(at: CLITests.fixtures.appendingPathComponent("street-2s.mp4"), to: replacement)
+        XCTAssertEqual(rename(replacement.path, dir.appendingPathComponent(source).path), 0)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 1, text)
+        XCTAssertTrue(text.contains("error: '\(source)' changed while it was upscaled (saved over or replaced); nothing was written"), text)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertFalse(again.stderr.contains("resuming"), again.stderr)
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("chunked.mkv").path).video?.width, 1536, "the new version")
+    }
+
+    /// An input moved away mid-run failed as missing, and its finished chunks were removed;
+    /// they are kept, and put back it resumes.
+    func testAnInputMovedMidRunKeepsTheChunks() throws {
+        let dir = try workspace()
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        let input = dir.appendingPathComponent(source).path, away = dir.appendingPathComponent("away.mp4").path
+        XCTAssertEqual(rename(input, away), 0)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 1, text)
+        XCTAssertTrue(text.contains("error: '\(source)' went away while it was upscaled (moved, renamed or its drive gone);"), text)
+        XCTAssertGreaterThanOrEqual(finishedChunks(work), 1)
+        XCTAssertEqual(rename(away, input), 0)
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("resuming: "), again.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+    }
+
     /// Ctrl-C keeps the finished chunks and says where; --no-resume starts over; a finished
     /// run leaves no work folder.
     /// The same command started again while the first still runs: refused in one line. Before,
