@@ -67,6 +67,29 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
 
     /// The plan for `path`; one chunk when the video is shorter than two chunks, has frames
     /// without timestamps, or its container cannot seek exactly.
+    /// Pictures read after the video's first keyframe but shown before it (leading pictures
+    /// of an open GOP), up to the next keyframe; 0 when the file cannot be read.
+    static func leadingPictures(path: String) -> Int {
+        guard let input = try? InputFile(path: path), let videoIndex = try? input.videoStreamIndex() else { return 0 }
+        for i in 0..<input.streamCount where i != videoIndex { input.stream(i).pointee.discard = AVDISCARD_ALL }
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        var key: Int64?
+        var leading = 0
+        while (try? input.read(into: packet!)) == true {
+            defer { av_packet_unref(packet) }
+            guard Int(packet!.pointee.stream_index) == videoIndex, packet!.pointee.flags & AV_PKT_FLAG_DISCARD == 0 else { continue }
+            let pts = packet!.pointee.pts
+            if packet!.pointee.flags & AV_PKT_FLAG_KEY != 0 {
+                if key != nil { break }
+                key = pts
+            } else if let key, pts != noPTS, pts < key {
+                leading += 1
+            }
+        }
+        return leading
+    }
+
     public static func make(path: String, chunkSeconds: Double) throws -> ChunkPlan {
         MediaLibrary.configure()
         let input = try InputFile(path: path)

@@ -60,7 +60,7 @@ final class ChunkedRunTests: XCTestCase {
         }
     }
 
-    private func assertSamePictures(_ a: URL, _ b: URL, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertSamePictures(_ a: URL, _ b: URL, count expected: Int = 60, file: StaticString = #filePath, line: UInt = #line) throws {
         let x = try VideoFrameReader(path: a.path), y = try VideoFrameReader(path: b.path)
         var count = 0
         while let p = try x.next() {
@@ -73,7 +73,7 @@ final class ChunkedRunTests: XCTestCase {
             count += 1
         }
         XCTAssertNil(try y.next(), "more frames", file: file, line: line)
-        XCTAssertEqual(count, 60, file: file, line: line)
+        XCTAssertEqual(count, expected, file: file, line: line)
     }
 
     /// `kill -9` of the parent and its job child mid-run, as a power cut would: the same
@@ -172,6 +172,23 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertTrue(again.stderr.contains("resuming: "), again.stderr)
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+    }
+
+    /// A Matroska cut made with `-ss … -c copy` that starts at an open-GOP keyframe: its two
+    /// leading pictures cannot be decoded, and the first chunk failed its frame count ("the
+    /// file's timestamps are irregular") with the default chunking of a long file. The chunks
+    /// now give the one-piece run's pictures.
+    func testAnOpenGOPCutRunsInChunks() throws {
+        let dir = try workspace()
+        let cut = "chunk-opengop-cut.mkv"
+        try FileManager.default.copyItem(at: CLITests.fixtures.appendingPathComponent(cut), to: dir.appendingPathComponent(cut))
+        let single = try run([cut, "-o", "single.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
+        XCTAssertEqual(single.status, 0, single.stderr)
+        let chunked = try run([cut, "-o", "chunked.mkv"] + exact, in: dir)
+        XCTAssertEqual(chunked.status, 0, chunked.stderr)
+        let frames = try MediaProbe.packets(dir.appendingPathComponent("single.mkv").path, stream: 0).count
+        XCTAssertEqual(frames, 31)
+        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"), count: frames)
     }
 
     /// Ctrl-C keeps the finished chunks and says where; --no-resume starts over; a finished
