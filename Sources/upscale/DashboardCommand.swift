@@ -30,7 +30,7 @@ struct DashboardCommand: ParsableCommand {
             throw CLIError(status: 2, "refusing to serve on \(listen) without a token: anyone who reaches that address could cancel jobs; give --token-file PATH (e.g. made with 'head -c 24 /dev/urandom | base64 > PATH') or listen on 127.0.0.1")
         }
         let board: any QueueBoard
-        if queue.given != nil {
+        if queue.isShared(folder: folder) {
             board = FarmBoard(queue: try queue.open())
         } else {
             board = try FolderBoard(folder: WatchFolder(root: try required(folder)))

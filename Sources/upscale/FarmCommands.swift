@@ -11,7 +11,19 @@ struct QueueOption: ParsableArguments {
     @Option(help: "The shared queue: postgres://user@host:port/database[?sslmode=require] (default: $UPSCALE_QUEUE). Password from PGPASSWORD or ~/.pgpass.")
     var queue: String?
 
-    var given: String? { queue ?? ProcessInfo.processInfo.environment["UPSCALE_QUEUE"] }
+    /// --queue, else $UPSCALE_QUEUE when it is set and not empty.
+    var given: String? { queue ?? ProcessInfo.processInfo.environment["UPSCALE_QUEUE"].flatMap { $0.isEmpty ? nil : $0 } }
+
+    /// Whether a `queue` or `dashboard` command acts on the shared queue: --queue given, or
+    /// $UPSCALE_QUEUE set and `folder` (its first argument) not an existing folder. A folder
+    /// named means that folder's own queue: with the variable set, 'queue pause DIR' paused
+    /// the whole farm.
+    func isShared(folder: String?) -> Bool {
+        if queue != nil { return true }
+        guard given != nil else { return false }
+        var isDirectory: ObjCBool = false
+        return !(folder.map { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue } ?? false)
+    }
 
     func open() throws -> PostgresQueue {
         guard let text = given else {
@@ -100,6 +112,11 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Rewrite a path prefix for this machine, FROM=TO (repeatable).") var map: [String] = []
     @Option(help: "Name shown in the queue (default host:pid).") var name: String?
     @Flag(name: .shortAndLong, help: "Print nothing but errors.") var quiet = false
+
+    func validate() throws {
+        // As for the plain command and watch: --jobs 100000 hung for good, deaf to SIGTERM.
+        guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
+    }
 
     func run() throws {
         MediaLibrary.configure()

@@ -18,7 +18,7 @@ struct QueueCommand: ParsableCommand {
         @Flag(help: "One JSON object: the jobs and the queue's ETA.") var json = false
 
         func run() throws {
-            if queue.given != nil { return try SharedQueue.list(try queue.open(), json: json) }
+            if queue.isShared(folder: folder) { return try SharedQueue.list(try queue.open(), json: json) }
             let root = WatchFolder(root: try required(folder))
             let store = try root.openStore(create: false, readOnly: true)
             let jobs = try store.list()
@@ -65,7 +65,7 @@ struct QueueCommand: ParsableCommand {
         @OptionGroup var queue: QueueOption
 
         func run() throws {
-            if queue.given != nil {
+            if queue.isShared(folder: folder) {
                 let ids = [folder].compactMap { $0 } + files
                 let count = try queue.open().retry(ids: try SharedQueue.ids(ids))
                 // Named jobs that match nothing are a mistake to report; "retry all" with none failed is not.
@@ -90,7 +90,7 @@ struct QueueCommand: ParsableCommand {
 
         func run() throws {
             let count: Int, named: [String], place: String
-            if queue.given != nil {
+            if queue.isShared(folder: folder) {
                 named = [folder].compactMap { $0 } + files
                 // Every open job of the farm, every machine's chunks in flight, was what no id meant.
                 guard !named.isEmpty else {
@@ -127,7 +127,7 @@ struct QueueCommand: ParsableCommand {
             guard let last = values.last, let priority = Int(last), QueueActions.priorities.contains(priority) else {
                 throw CLIError(status: 2, "give the new priority last, a whole number from \(QueueActions.priorities.lowerBound) to \(QueueActions.priorities.upperBound): 'upscale queue priority DIR FILE 5'")
             }
-            if queue.given != nil {
+            if queue.isShared(folder: values.first) {
                 guard values.count == 2 else { throw CLIError(status: 2, "give a job id and a priority: 'upscale queue priority 7 5 --queue …'") }
                 let id = try SharedQueue.ids([values[0]])[0]
                 guard try queue.open().setPriority(id: id, priority: priority) else { throw CLIError(status: 1, "no job \(id) on the queue") }
@@ -152,7 +152,7 @@ struct QueueCommand: ParsableCommand {
         @Argument(help: "The watched folder.") var folder: String?
         @OptionGroup var queue: QueueOption
         func run() throws {
-            if queue.given != nil { try queue.open().setPaused(true) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(true) }
+            if queue.isShared(folder: folder) { try queue.open().setPaused(true) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(true) }
             print("paused")
         }
     }
@@ -162,7 +162,7 @@ struct QueueCommand: ParsableCommand {
         @Argument(help: "The watched folder.") var folder: String?
         @OptionGroup var queue: QueueOption
         func run() throws {
-            if queue.given != nil { try queue.open().setPaused(false) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(false) }
+            if queue.isShared(folder: folder) { try queue.open().setPaused(false) } else { try WatchFolder(root: try required(folder)).openStore(create: false).setPaused(false) }
             print("resumed")
         }
     }

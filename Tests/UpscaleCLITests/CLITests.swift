@@ -612,6 +612,15 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try Self.probeSize(home.appendingPathComponent("x.mp4")), "256x192")
     }
 
+    /// `worker --jobs` had no bounds: 100000 hung for good, deaf to SIGTERM; 0 and -1 were taken.
+    func testWorkerJobsAreBounded() throws {
+        for jobs in ["0", "-1", "100000"] {
+            let run = try DamageRun.run(CLITests.binary.path, ["worker", "--jobs", jobs, "--queue", "postgres://nobody@127.0.0.1:1/farm"], timeout: 30)
+            XCTAssertEqual(run.status, 2, jobs + ": " + run.stderr)
+            XCTAssertTrue(run.stderr.contains("--jobs must be between 1 and 64"), run.stderr)
+        }
+    }
+
     /// A name that is not UTF-8 ("café" in Latin-1) was said not to exist: its byte became
     /// U+FFFD in a Swift string. Now one line names it, with that byte, and says what to do.
     func testANameThatIsNotUTF8IsNamedSo() throws {

@@ -787,6 +787,26 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: alive.path))
     }
 
+    /// With $UPSCALE_QUEUE set (a farm's machine), a folder named is that folder's queue:
+    /// 'queue pause DIR' paused the whole farm, and 'queue list DIR' listed it.
+    func testAFolderNamedIsItsOwnQueueWhenAFarmQueueIsSet() throws {
+        XCTAssertEqual(try watchOnce().status, 0)
+        let farm = ["UPSCALE_QUEUE": "postgres://nobody@127.0.0.1:1/farm"]
+        let pause = try upscale(["queue", "pause", inbox.path], environment: farm)
+        XCTAssertEqual(pause.status, 0, pause.stderr)
+        XCTAssertTrue(try listing().paused)
+        let list = try upscale(["queue", "list", inbox.path], environment: farm)
+        XCTAssertEqual(list.status, 0, list.stderr)
+        XCTAssertEqual(try upscale(["queue", "resume", inbox.path], environment: farm).status, 0)
+        XCTAssertFalse(try listing().paused)
+        // No folder: the farm's queue (here unreachable), and an empty variable is no queue.
+        let farmList = try upscale(["queue", "list"], environment: farm)
+        XCTAssertEqual(farmList.status, 1)
+        XCTAssertTrue(farmList.stderr.contains("127.0.0.1"), farmList.stderr)
+        let empty = try upscale(["queue", "pause", inbox.path], environment: ["UPSCALE_QUEUE": ""])
+        XCTAssertEqual(empty.status, 0, empty.stderr)
+    }
+
     func testVanishedFolderChangesNothingInTheStore() throws {
         try drop(Self.clip, as: "a.mp4")
         let early = try upscale(["queue", "pause", inbox.path])
