@@ -253,6 +253,17 @@ public final class FarmWorker: @unchecked Sendable {
             if first { logger.error("this machine cannot see '\(missing)' (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers") }
             return false
         }
+        // A folder it sees but cannot write in (a share mounted read-only on this machine) is
+        // this machine's problem as well: it took the task again at once, three times, and
+        // one such node failed every job of the farm within seconds.
+        if let reason = Self.writeProblem(in: outputFolder) {
+            try queue.release(task, reason: "worker \(name) cannot write in '\(outputFolder)' (\(reason))")
+            statsLock.lock()
+            let first = blind.updateValue("\(outputFolder)': cannot write there (\(reason))", forKey: task.jobID) == nil
+            statsLock.unlock()
+            if first { logger.error("this machine cannot write in '\(outputFolder)' (\(reason)) (job \(task.jobID)); check that the share is mounted read-write here — the job is left to other workers") }
+            return false
+        }
         guard let now else {
             logger.error("\(what) failed: '\(input)' is gone")
             try queue.fail(task, reason: "'\(input)' is gone since it was submitted; submit it again if it comes back", retry: false)
@@ -266,6 +277,19 @@ public final class FarmWorker: @unchecked Sendable {
             return false
         }
         return true
+    }
+
+    /// Why nothing can be made in `folder` (a read-only file system, no permission), found by
+    /// making and removing a hidden file there; nil when it can be written.
+    static func writeProblem(in folder: String) -> String? {
+        let probe = (folder as NSString).appendingPathComponent(".upscale-write-check.\(getpid()).\(UInt32.random(in: 0...UInt32.max))")
+        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            return [EROFS, EACCES, EPERM].contains(errno) ? String(cString: strerror(errno)) : nil
+        }
+        close(fd)
+        unlink(probe)
+        return nil
     }
 
     /// The join: every chunk's file as recorded (checksum), in order, into the output. False

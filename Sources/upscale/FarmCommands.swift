@@ -154,7 +154,7 @@ struct WorkerCommand: ParsableCommand {
         let unseen = worker.unseen
         if !unseen.isEmpty {
             let list = unseen.keys.sorted().map { "job \($0) ('\(unseen[$0]!)')" }.joined(separator: ", ")
-            throw CLIError(status: 1, "this machine could not see the files of \(list); check --map and that the shares are mounted (those jobs were left to other workers)")
+            throw CLIError(status: 1, "this machine could not see or write the files of \(list); check --map and that the shares are mounted, read-write for the outputs (those jobs were left to other workers)")
         }
     }
 }
