@@ -96,7 +96,15 @@ public final class FarmWorker: @unchecked Sendable {
             }
         }
         while group.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
-            if stop.isCancelled { for _ in 0..<slots { wake.signal() } }
+            if stop.isCancelled {
+                for _ in 0..<slots { wake.signal() }
+                // The running tasks' heartbeats stop their pipelines now; a stop (Ctrl-C,
+                // SIGTERM) took until the next beat, a quarter of the lease (15 s by default).
+                statsLock.lock()
+                let running = Array(beats.values)
+                statsLock.unlock()
+                running.forEach { $0.nudge() }
+            }
         }
         // Gone from the list (a stopped worker stayed there, stale, for good).
         try? queue.removeWorker(name: name)

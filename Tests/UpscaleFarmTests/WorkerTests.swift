@@ -283,6 +283,27 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [], [], "left in \(work)")
     }
 
+    /// A worker stopped (SIGTERM, Ctrl-C) mid-chunk stops at once and hands the task back
+    /// uncounted; it went on encoding until its next heartbeat, a quarter of the lease.
+    func testAStoppedWorkerStopsItsChunkAtOnce() throws {
+        let dir = try workspace()
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "3", "--scale", "4", "--preset", "veryslow", "--no-refine", "--threads", "1"])
+        let q = try queue()
+        let worker = try start(["worker", "--name", "w"], lease: 60)
+        try waitUntil("the worker encodes a chunk") { try q.list().first?.machines.contains("w") == true }
+        Thread.sleep(forTimeInterval: 1)
+        let stopped = Date()
+        kill(worker.0.processIdentifier, SIGTERM)
+        let text = finish(worker)
+        let took = Date().timeIntervalSince(stopped)
+        XCTAssertEqual(worker.0.terminationStatus, 130, text)
+        XCTAssertLessThan(took, 7, "the worker stopped \(took) s after SIGTERM: \(text)")
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.attempts, 0, "a stop is not an attempt")
+        XCTAssertEqual(job.chunksDone, 0)
+    }
+
     private let batch: Int32 = 3 // SCHED_BATCH (linux/sched.h), not imported into Swift
 
     /// The scheduling policy of each thread of process `pid` (threads gone while read are left out).
