@@ -136,8 +136,14 @@ struct UpscaleCommand: ParsableCommand {
         // (`sharedOutput` finds most such pairs before the run; a size beyond HEVC's, known only
         // once planned, can still move a video to .mov).
         var written: [String] = []
+        // A file left undone or stopped by Ctrl-C / SIGTERM. A stop that came after the last
+        // job had finished said "cancelled; no output was written" under its "Wrote" line, exit 130.
+        var interrupted = false
         for input in inputs {
-            if cancel.isCancelled { break }
+            if cancel.isCancelled {
+                interrupted = true
+                break
+            }
             var arguments = encode.arguments + ["--child-report-fd", String(JobProcess.reportDescriptor)]
             for path in written { arguments += ["--child-taken", path] }
             // Outputs are named "<name> Upscaled….<ext>" (an --output file name needs a single
@@ -179,6 +185,7 @@ struct UpscaleCommand: ParsableCommand {
                     console.error(text)
                     explained = true
                 }
+                interrupted = true
                 cancel.cancel()
             case .exited(let code):
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
@@ -198,8 +205,11 @@ struct UpscaleCommand: ParsableCommand {
                 failed += 1
             }
         }
-        if cancel.isCancelled {
-            if !explained { console.error("cancelled; no output was written") }
+        if interrupted {
+            if !explained {
+                console.error(written.isEmpty ? "cancelled; no output was written"
+                    : "cancelled; \(written.count == 1 ? "the output" : "the \(written.count) outputs") written before it \(written.count == 1 ? "is" : "are") complete")
+            }
             throw ExitCode(130)
         }
         if failed > 0 { throw ExitCode(1) }

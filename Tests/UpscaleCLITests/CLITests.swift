@@ -612,6 +612,26 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try Self.probeSize(home.appendingPathComponent("x.mp4")), "256x192")
     }
 
+    /// Ctrl-C during the second file of a batch: the first file's output is kept, and the last
+    /// line says so ("cancelled; no output was written" was said under its "Wrote" line, also
+    /// when the stop came after the last job had finished).
+    func testCtrlCInABatchSaysWhatWasWritten() throws {
+        let dir = try workspace(["street-2s.mp4", "chunk-h264-bframes.mp4"])
+        let (process, out, err) = try launch(["chunk-h264-bframes.mp4", "street-2s.mp4", "--no-refine", "--preset", "ultrafast", "--chunk-seconds", "0"], in: dir)
+        let first = dir.appendingPathComponent("chunk-h264-bframes Upscaled.mp4")
+        let deadline = Date().addingTimeInterval(120)
+        while !FileManager.default.fileExists(atPath: first.path) && Date() < deadline && process.isRunning { usleep(20_000) }
+        usleep(300_000)
+        kill(process.processIdentifier, SIGINT)
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130, stderr)
+        XCTAssertTrue(stdout.contains("Wrote"), stdout)
+        XCTAssertTrue(stderr.hasSuffix("error: cancelled; the output written before it is complete\n"), stderr)
+        XCTAssertEqual(listing(dir), ["chunk-h264-bframes Upscaled.mp4", "chunk-h264-bframes.mp4", "street-2s.mp4"])
+    }
+
     /// `worker --jobs` had no bounds: 100000 hung for good, deaf to SIGTERM; 0 and -1 were taken.
     func testWorkerJobsAreBounded() throws {
         for jobs in ["0", "-1", "100000"] {
