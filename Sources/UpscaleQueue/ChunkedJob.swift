@@ -182,6 +182,12 @@ public final class ChunkedJob {
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
             throw UpscaleError(.output, "'\(job.output)' is being made by another upscale run right now (work folder '\(workFolder)'); let it finish or stop it first")
         }
+        // A folder that cannot be written (its file system now read-only) said "holds chunks
+        // made with other settings; starting over", then failed on the ledger; where only the
+        // ledger could not be opened, its chunks were removed.
+        if access(workFolder, W_OK) != 0 {
+            throw UpscaleError(.output, "cannot write in the work folder '\(workFolder)' (\(String(cString: strerror(errno)))); its chunks are kept: make it writable and run the same command again")
+        }
         if existed {
             let existing = try? ChunkLedger(path: ledgerPath)
             let matches = (try? existing?.value("settings")) == .some(key)

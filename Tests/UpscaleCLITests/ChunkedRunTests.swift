@@ -249,6 +249,16 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertTrue(text.contains("the disk is full"), text)
         let kept = finishedChunks(work)
         XCTAssertGreaterThanOrEqual(kept, 1, "finished chunks were removed")
+        // The disk made read-only meanwhile: one line, and the chunks stay (it said "holds
+        // chunks made with other settings; starting over", then failed on the ledger).
+        XCTAssertEqual(try shell("mount -o remount,ro '\(small.path)'"), 0)
+        let readOnly = try run(arguments, in: dir)
+        XCTAssertEqual(readOnly.status, 1, readOnly.stderr)
+        XCTAssertFalse(readOnly.stderr.contains("starting over"), readOnly.stderr)
+        XCTAssertTrue(readOnly.stderr.contains("(Read-only file system)"), readOnly.stderr)
+        XCTAssertEqual(readOnly.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count, 1, readOnly.stderr)
+        XCTAssertEqual(finishedChunks(work), kept)
+        XCTAssertEqual(try shell("mount -o remount,rw '\(small.path)'"), 0)
 
         try FileManager.default.removeItem(at: filler)
         let again = try run(arguments, in: dir)
