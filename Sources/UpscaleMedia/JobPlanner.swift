@@ -295,6 +295,11 @@ public enum JobPlanner {
                 throw UpscaleError(.usage, "'\(given)' is not a folder and its name has no extension; give an existing folder, or a file name ending in \(choices)")
             }
             guard codec.containers.contains(ext) else {
+                // ProRes chosen here, past HEVC's size: "prores cannot be written to a .mp4
+                // file" named a codec the user never asked for.
+                if codec != options.encoder.codec {
+                    throw UpscaleError(.usage, "'\(given)': \(size.width)x\(size.height) is beyond HEVC's limit (8192x4320), and ProRes, which upscale writes past it, cannot go in a .\(ext) file; name the output .mov, or ask for a smaller --width/--height")
+                }
                 throw UpscaleError(.usage, "'\(given)': \(codec.rawValue) cannot be written to a .\(ext) file; use \(choices)")
             }
         } else {

@@ -152,7 +152,23 @@ final class OutputFile {
     /// title and start timecode. Chapters, rotation and colour stay.
     var stripsMetadata = false
 
+    /// ISO 639-2 codes that FFmpeg's .mov muxer does not know (it writes the old Macintosh
+    /// language codes, which take one of each pair), and their other form: a German track
+    /// ("deu") came out with no language.
+    static let movLanguages = ["deu": "ger", "fre": "fra", "cze": "ces", "zho": "chi", "nld": "dut", "ell": "gre", "fas": "per",
+                               "hye": "arm", "kat": "geo", "eus": "baq", "isl": "ice", "mkd": "mac", "msa": "may", "mya": "bur",
+                               "rum": "ron", "slo": "slk", "sqi": "alb", "bod": "tib", "cym": "wel"]
+
     func open() throws {
+        if String(cString: context.pointee.oformat.pointee.name) == "mov" {
+            for index in 0..<Int(context.pointee.nb_streams) {
+                let target = stream(index)
+                if let entry = av_dict_get(target.pointee.metadata, "language", nil, 0),
+                   let other = Self.movLanguages[String(cString: entry.pointee.value).lowercased()] {
+                    av_dict_set(&target.pointee.metadata, "language", other, 0)
+                }
+            }
+        }
         if stripsMetadata {
             av_dict_free(&context.pointee.metadata)
             for index in 0..<Int(context.pointee.nb_streams) {

@@ -23,7 +23,7 @@ public enum Remuxer {
                             dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
                             retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:],
-                            metadata: [String: String] = [:]) throws {
+                            metadata: [String: String] = [:], languages: [Int: String] = [:]) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -44,6 +44,7 @@ public enum Remuxer {
                 av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
                 if cover != nil && n == sources.count - 1 { o.pointee.disposition = AV_DISPOSITION_ATTACHED_PIC }
                 if let disposition = dispositions[Int(o.pointee.index)] { o.pointee.disposition = disposition }
+                if let language = languages[Int(o.pointee.index)] { av_dict_set(&o.pointee.metadata, "language", language, 0) }
                 let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
                 if let sar = sampleAspect, isVideo {
                     let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))

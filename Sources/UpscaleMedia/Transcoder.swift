@@ -318,6 +318,9 @@ public final class Transcoder {
                 // as a timecode track and Matroska keeps as a tag.
                 if tag == "tmcd", let timecode = metadata(input.stream(videoIndex), "timecode") {
                     logger.notice("timecode \(timecode) (stream \(i)) is kept as the video's start timecode")
+                } else if tag == "text" && input.context.pointee.nb_chapters > 0 {
+                    // A QuickTime chapter track, read as the file's chapters, which are copied
+                    // ("data stream (bin_data) is not copied" was said of every file with chapters).
                 } else {
                     logger.notice("\(kind) stream \(i) (\(name)) is not copied")
                 }

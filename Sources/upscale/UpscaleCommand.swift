@@ -255,7 +255,7 @@ struct UpscaleCommand: ParsableCommand {
         guard let input = inputs.first else { throw ExitCode(2) }
         // A recording still being made (or a copy still at it) is read as far as it is written:
         // the job would end there, with exit 0 and no word of it.
-        if !childPlanOnly, let writer = OpenWriters.writers(of: input).first {
+        if !childPlanOnly, JobPlanner.isRegularFile(input), let writer = OpenWriters.writers(of: input).first {
             logger.notice("'\(input)' is being written right now by another program (\(writer.name), pid \(writer.pid)); the output holds only what is written so far — run it again when that program is done")
         }
         do {

@@ -632,6 +632,37 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["chunk-h264-bframes Upscaled.mp4", "chunk-h264-bframes.mp4", "street-2s.mp4"])
     }
 
+    /// A .mov output keeps a German track's language: FFmpeg's .mov muxer knows "ger", not
+    /// "deu", and wrote none. A file with chapters (a QuickTime chapter track, which FFmpeg
+    /// reads as a data stream) no longer gets "data stream (bin_data) is not copied": its
+    /// chapters are copied.
+    func testMOVKeepsLanguagesAndChaptersAreNotCalledALostStream() throws {
+        let dir = try workspace(["street-subs.mkv"])
+        let german = dir.appendingPathComponent("german.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: german, languages: [1: "deu", 2: "fre"])
+        let mp4 = try upscale(["german.mkv", "-o", "chapters.mp4", "--width", "384", "--preset", "ultrafast", "--no-refine"], in: dir)
+        XCTAssertEqual(mp4.status, 0, mp4.stderr)
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("chapters.mp4").path).chapters.count, 2)
+        let mov = try upscale(["chapters.mp4", "-o", "german.mov", "--width", "384", "--preset", "ultrafast", "--no-refine"], in: dir)
+        XCTAssertEqual(mov.status, 0, mov.stderr)
+        XCTAssertFalse(mov.stderr.contains("is not copied"), mov.stderr)
+        let info = try MediaProbe.info(dir.appendingPathComponent("german.mov").path)
+        XCTAssertEqual(info.streams.filter { $0.kind == .audio || $0.kind == .subtitle }.map(\.language), ["ger", "fra"])
+        XCTAssertEqual(info.chapters.count, 2)
+    }
+
+    /// A device is not a file being written: `upscale /dev/null` said it was being written right
+    /// now by another program (whichever had it open), then gave its error.
+    func testADeviceIsNotCalledBeingWritten() throws {
+        let dir = try workspace([])
+        let holder = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/null")) // open for writing, as shells keep it
+        defer { try? holder.close() }
+        let result = try upscale(["/dev/null"], in: dir)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertFalse(result.stderr.contains("being written"), result.stderr)
+        XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+    }
+
     /// `worker --jobs` had no bounds: 100000 hung for good, deaf to SIGTERM; 0 and -1 were taken.
     func testWorkerJobsAreBounded() throws {
         for jobs in ["0", "-1", "100000"] {

@@ -133,6 +133,12 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertTrue(auto.output.hasSuffix("street-2s Upscaled.mov"))
         XCTAssertEqual(auto.muxer, "mov")
         XCTAssertTrue(auto.notices.contains { $0.contains("ProRes") }, "\(auto.notices)")
+        // An output named .mp4 then says why ProRes, and what to do ("prores cannot be written
+        // to a .mp4 file" named a codec the user never asked for).
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, output: dir.appendingPathComponent("big.mp4").path))) { error in
+            XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
+            XCTAssertTrue("\(error)".contains("big.mp4': 10240x7680 is beyond HEVC's limit (8192x4320), and ProRes, which upscale writes past it, cannot go in a .mp4 file; name the output .mov"), "\(error)")
+        }
         XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 10240, codecChosen: true))) { error in
             XCTAssertEqual((error as? UpscaleError)?.kind, .usage)
             XCTAssertTrue("\(error)".contains("hevc can encode (8192x4320); use --codec prores"), "\(error)")
@@ -147,7 +153,10 @@ final class JobPlannerTests: XCTestCase {
     }
 
     func testBadInputsGiveOneLineErrors() throws {
-        let dir = try workspace(copying: ["tone.m4a"])
+        let dir = try workspace(copying: ["tone.m4a", "street-2s.mp4"])
+        // A recording cut off before its index (moov, written last) was "not a media file".
+        let cut = dir.appendingPathComponent("cut.mp4")
+        try Data(try Data(contentsOf: dir.appendingPathComponent("street-2s.mp4")).prefix(60_000)).write(to: cut)
         let empty = dir.appendingPathComponent("empty.mp4")
         FileManager.default.createFile(atPath: empty.path, contents: Data())
         let text = dir.appendingPathComponent("notes.mp4")
@@ -157,6 +166,7 @@ final class JobPlannerTests: XCTestCase {
             (dir.path, "is a folder"),
             (empty.path, "is empty"),
             (text.path, "not a media file"),
+            (cut.path, "has no index (no moov box): the recording or the copy stopped before it was finished"),
             (dir.appendingPathComponent("tone.m4a").path, "no video stream"),
         ]
         for (path, phrase) in cases {
