@@ -325,7 +325,40 @@ public final class FarmWorker: @unchecked Sendable {
             logger.notice("\(missing.count) chunk file(s) of job \(task.jobID) are missing or damaged in '\(work)'; they are queued again, the join after them")
             return false
         }
+        if !job.overwrite, FileManager.default.fileExists(atPath: job.output) {
+            // A join whose worker died after it put the output in place, before that was
+            // recorded: the rescued join found it and failed three times ("appeared while
+            // upscaling"), for good. An output with the very packets this join makes is this
+            // job's own; anything else is a stranger's file and stays untouched (the join fails).
+            var check = job
+            let url = URL(fileURLWithPath: job.output)
+            check.output = url.deletingLastPathComponent().appendingPathComponent(".\(url.deletingPathExtension().lastPathComponent).check-\(getpid()).\(url.pathExtension)").path
+            check.overwrite = true
+            defer { unlink(check.output) }
+            _ = try Transcoder(job: check, logger: logger).join(chunks: paths, cancel: cancel)
+            if Self.samePackets(check.output, job.output) {
+                logger.notice("'\(job.output)' is the output of this job's join, whose worker stopped before recording it; recorded as done")
+                return try markJoined(task, work: work)
+            }
+        }
         _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
+        return try markJoined(task, work: work)
+    }
+
+    /// Whether two files hold the same streams with the same packets (their containers may
+    /// differ in what the muxer draws at random, as Matroska's identifiers).
+    static func samePackets(_ a: String, _ b: String) -> Bool {
+        guard let x = try? MediaProbe.info(a), let y = try? MediaProbe.info(b), x.streams.count == y.streams.count else { return false }
+        for index in 0..<x.streams.count {
+            guard let p = try? MediaProbe.packets(a, stream: index), let q = try? MediaProbe.packets(b, stream: index), p.count == q.count,
+                  zip(p, q).allSatisfy({ $0.pts == $1.pts && $0.dts == $1.dts && $0.size == $1.size && $0.checksum == $1.checksum }) else { return false }
+        }
+        return true
+    }
+
+    /// The join's end: marked done (and its work folder removed) while its claim holds.
+    private func markJoined(_ task: FarmTask, work: String) throws -> Bool {
         switch try queue.complete(task, checksum: 0, seconds: 0) {
         case .done:
             try? FileManager.default.removeItem(atPath: work)

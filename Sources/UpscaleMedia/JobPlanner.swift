@@ -55,7 +55,7 @@ public struct UpscaleOptions: Sendable {
 /// A fully resolved job: every path and size decided, every check passed.
 public struct Job: Sendable {
     public let input: String
-    public let output: String
+    public var output: String
     public let width: Int
     public let height: Int
     public let muxer: String

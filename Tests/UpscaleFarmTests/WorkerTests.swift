@@ -52,6 +52,23 @@ final class WorkerTests: XCTestCase {
         return (p, out)
     }
 
+    /// `start` with a test hook (`UPSCALE_TEST_HOOK`).
+    private func startHooked(_ arguments: [String], hook: String) throws -> (Process, Pipe) {
+        let p = Process()
+        p.executableURL = Self.binary
+        p.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["UPSCALE_LEASE_SECONDS"] = "2"
+        env["UPSCALE_QUEUE"] = cluster.url
+        env["UPSCALE_TEST_HOOK"] = hook
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        return (p, out)
+    }
+
     @discardableResult
     private func run(_ arguments: [String]) throws -> String {
         let (p, out) = try start(arguments)
@@ -127,6 +144,44 @@ final class WorkerTests: XCTestCase {
         try assertSamePictures(single, URL(fileURLWithPath: job.output))
         XCTAssertFalse(FileManager.default.fileExists(atPath: ChunkedJob.workFolder(for: job.output)), "work folder removed")
         print("survivor: \(survivor.split(separator: "\n").last ?? "")")
+    }
+
+    /// A worker killed after its join put the output in place, before that was recorded: the
+    /// rescued join finds the output with the very packets it makes, and records the job done.
+    /// It refused the output as "appeared while upscaling" three times, and the job failed for
+    /// good. A stranger's file there is still left untouched.
+    func testAJoinWhoseWorkerDiedAfterWritingIsRecordedDone() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let q = try queue()
+        let victim = try startHooked(["worker", "--once", "--name", "victim"], hook: "worker-dies-after-join")
+        _ = finish(victim)
+        XCTAssertEqual(victim.0.terminationReason, .uncaughtSignal)
+        var job = try XCTUnwrap(try q.list().first)
+        XCTAssertNotEqual(job.state, "done")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: job.output))
+        let rescuer = finish(try start(["worker", "--once", "--name", "rescuer"]))
+        job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "done", rescuer)
+        XCTAssertTrue(rescuer.contains("is the output of this job's join"), rescuer)
+        XCTAssertEqual(try MediaProbe.packets(job.output, stream: 0).count, 60)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ChunkedJob.workFolder(for: job.output)), "work folder removed")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path), ["clip Upscaled.mkv"])
+
+        // Another file in its place: not this job's, left untouched, and the join fails.
+        let other = dir.appendingPathComponent("other")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", other.path, "--chunk-seconds", "1"] + Self.exact)
+        let stranger = other.appendingPathComponent("clip Upscaled.mkv")
+        let second = try startHooked(["worker", "--once", "--name", "victim2"], hook: "worker-dies-after-join")
+        _ = finish(second)
+        try FileManager.default.removeItem(at: stranger)
+        try FileManager.default.copyItem(at: Self.fixture, to: stranger)
+        let before = try Data(contentsOf: stranger)
+        _ = finish(try start(["worker", "--once", "--name", "rescuer2"]))
+        let failed = try XCTUnwrap(try q.list().first { $0.output == stranger.path })
+        XCTAssertEqual(failed.state, "failed")
+        XCTAssertEqual(try Data(contentsOf: stranger), before)
     }
 
     /// A worker frozen (`kill -STOP`) past its lease: its chunk goes to another worker; when it
