@@ -112,6 +112,20 @@ public final class ChunkedJob {
         public let reused: Int
         /// Chunks encoded by this run.
         public let encoded: Int
+        /// Frames of the chunks found finished.
+        public var reusedFrames = 0
+    }
+
+    /// Removes the work folder an interrupted chunked run left for `output`, once `output` was
+    /// made in one piece (`--chunk-seconds 0`, which the chunk errors advise): its chunks, as
+    /// big as the video, stayed hidden beside it for good. Not while another run holds it.
+    public static func removeLeftWork(for output: String) {
+        let folder = workFolder(for: output)
+        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return }
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     public init(job: Job, chunkSeconds: Double, workers: Int = 1, logger: Logger = Logger(label: "upscale")) {
@@ -316,7 +330,9 @@ public final class ChunkedJob {
         }
         var summary = joined
         summary.seconds = Date().timeIntervalSince(started)
-        return Outcome(summary: summary, chunks: all.count, reused: reused, encoded: encoded)
+        var outcome = Outcome(summary: summary, chunks: all.count, reused: reused, encoded: encoded)
+        outcome.reusedFrames = reusedFrames
+        return outcome
     }
 
     /// The input gone or changed since the run began (`original`), as an error to end it

@@ -191,6 +191,45 @@ final class ChunkedRunTests: XCTestCase {
         try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"), count: frames)
     }
 
+    /// After an interrupted chunked run: a resume's line counts its rate on the frames it
+    /// encoded, naming those from the last run (a run that only joined said "60 frames in
+    /// 0.0 s, 9383.4 fps"); and a one-piece run of the same output (what the chunk errors
+    /// advise) removes the chunks left beside it, which stayed hidden for good.
+    func testAResumeCountsOnlyItsFramesAndAOnePieceRunRemovesLeftChunks() throws {
+        let dir = try workspace()
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let interrupt = {
+            let (process, err) = try self.start(arguments, in: dir)
+            try self.waitForChunks(work, atLeast: 1, process: process)
+            kill(process.processIdentifier, SIGINT)
+            _ = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 130)
+        }
+        try interrupt()
+        let resume = Process()
+        resume.executableURL = CLITests.binary
+        resume.arguments = arguments
+        resume.currentDirectoryURL = dir
+        let out = Pipe()
+        resume.standardOutput = out
+        resume.standardError = FileHandle.nullDevice
+        try resume.run()
+        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        resume.waitUntilExit()
+        XCTAssertEqual(resume.terminationStatus, 0, line)
+        XCTAssertTrue(line.contains("60 frames ("), line)
+        XCTAssertTrue(line.contains(" from the last run) in "), line)
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("chunked.mkv"))
+
+        try interrupt()
+        XCTAssertGreaterThanOrEqual(finishedChunks(work), 1)
+        let single = try run([source, "-o", "chunked.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
+        XCTAssertEqual(single.status, 0, single.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path), "left chunks removed")
+    }
+
     /// Ctrl-C keeps the finished chunks and says where; --no-resume starts over; a finished
     /// run leaves no work folder.
     /// The same command started again while the first still runs: refused in one line. Before,
