@@ -258,7 +258,10 @@ public final class FarmWorker: @unchecked Sendable {
             statsLock.lock()
             let first = blind.updateValue(missing, forKey: task.jobID) == nil
             statsLock.unlock()
-            if first { logger.error("this machine cannot see '\(missing)' (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers") }
+            // An empty folder is an unmounted share's mount point, or a folder whose only file
+            // was removed since: said both ways (it blamed --map alone, and the job waits).
+            let empty = JobPlanner.isDirectory(missing) ? " (it is empty here: a share not mounted, or '\((input as NSString).lastPathComponent)' was removed since it was submitted; then cancel job \(task.jobID))" : ""
+            if first { logger.error("this machine cannot see '\(missing)'\(empty) (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers") }
             return false
         }
         // A folder it sees but cannot write in (a share mounted read-only on this machine) is
@@ -280,11 +283,21 @@ public final class FarmWorker: @unchecked Sendable {
         }
         if let submitted = record.identity, !submitted.matches(now) {
             logger.error("\(what) failed: '\(input)' changed since it was submitted")
-            try queue.fail(task, reason: "'\(input)' changed since it was submitted (\(submitted.size) bytes then, \(now.size) now); submit it again", retry: false)
+            // Said by what changed: "(1250805 bytes then, 1250805 now)" read as unchanged.
+            let what = submitted.size != now.size ? "\(submitted.size) bytes then, \(now.size) now"
+                : "saved again at \(Self.timeText(now.modified)), after it was submitted at \(Self.timeText(submitted.modified))"
+            try queue.fail(task, reason: "'\(input)' changed since it was submitted (\(what)); submit it again", retry: false)
             count { $0.failures += 1 }
             return false
         }
         return true
+    }
+
+    /// A file time as people read it, to the second, in this machine's time zone.
+    static func timeText(_ seconds: Double) -> String {
+        let format = DateFormatter()
+        format.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return format.string(from: Date(timeIntervalSince1970: seconds))
     }
 
     /// Why nothing can be made in `folder` (a read-only file system, no permission), found by

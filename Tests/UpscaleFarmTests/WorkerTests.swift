@@ -428,6 +428,32 @@ final class WorkerTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("out/clip Upscaled.mkv").path))
     }
 
+    /// An input saved again with the same size fails with when it was saved ("1250805 bytes
+    /// then, 1250805 now" read as unchanged). An input removed from a folder it was alone in
+    /// leaves that folder empty, which is also how an unmounted share looks: the worker says
+    /// both (it blamed --map alone).
+    func testChangedAndRemovedInputsAreSaidAsTheyAre() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let input = dir.appendingPathComponent("clip.mp4").path
+        var times = [timeval(tv_sec: Int(Date().timeIntervalSince1970) + 60, tv_usec: 0), timeval(tv_sec: Int(Date().timeIntervalSince1970) + 60, tv_usec: 0)]
+        XCTAssertEqual(utimes(input, &times), 0)
+        let text = finish(try start(["worker", "--once", "--name", "w"]))
+        let job = try XCTUnwrap(try queue().list().first)
+        XCTAssertEqual(job.state, "failed", text)
+        XCTAssertTrue(job.error?.contains("changed since it was submitted (saved again at ") ?? false, job.error ?? "")
+
+        let solo = dir.appendingPathComponent("solo")
+        try FileManager.default.createDirectory(at: solo, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Self.fixture, to: solo.appendingPathComponent("only.mp4"))
+        try run(["submit", solo.appendingPathComponent("only.mp4").path, "-o", dir.appendingPathComponent("out").path, "--chunk-seconds", "1"] + Self.exact)
+        try FileManager.default.removeItem(at: solo.appendingPathComponent("only.mp4"))
+        let blind = try start(["worker", "--once", "--name", "w2"])
+        let blindText = finish(blind)
+        XCTAssertEqual(blind.0.terminationStatus, 1, blindText)
+        XCTAssertTrue(blindText.contains("cannot see '\(solo.path)' (it is empty here: a share not mounted, or 'only.mp4' was removed since it was submitted; then cancel job "), blindText)
+    }
+
     /// --strip reaches the workers: the output of a farm job has none of the file's tags (its
     /// workers planned the job without it, and kept a phone's location and model).
     func testStripReachesTheWorkers() throws {
