@@ -106,6 +106,10 @@ public final class Transcoder {
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
         let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
         if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
+        // Screen recordings and animation lost half their colour resolution with no word.
+        if decoder.reducesChroma && chunk == nil {
+            logger.notice("'\(job.input)' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0, with half of it (only 10-bit and deeper sources keep 4:2:2 and 4:4:4)")
+        }
         // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and decode.
         let hdr = job.encoder.codec == .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084
             ? try HDRMetadata.firstFrame(of: job.input) : nil

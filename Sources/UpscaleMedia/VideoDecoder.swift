@@ -29,6 +29,9 @@ final class VideoDecoder {
     /// Chroma layout of 10-bit pictures: the source's for 4:2:2 and 4:4:4 YUV, else 4:2:0;
     /// 4:4:4 with alpha for a source with an alpha channel when the job keeps it.
     let deepLayout: ChromaLayout
+    /// An 8-bit source with more colour resolution than 4:2:0 (4:4:4 or 4:2:2 YUV, RGB), which
+    /// the 8-bit pipeline halves.
+    let reducesChroma: Bool
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
@@ -93,6 +96,8 @@ final class VideoDecoder {
         let isRGB = format != AV_PIX_FMT_NONE
             && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) != 0
         fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
+        let paletted = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL)) != 0
+        reducesChroma = !highBitDepth && format != AV_PIX_FMT_NONE && !paletted && (isRGB || VideoDecoder.layout(of: format) != .yuv420)
         let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace
         if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB { space = guess.space }

@@ -663,6 +663,18 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
     }
 
+    /// 8-bit 4:4:4 input becomes 4:2:0: said in a note (screen recordings and animation lost
+    /// half their colour resolution with no word). 4:2:0 input gets no such note.
+    func testEightBitFullChromaInputIsSaidToBeHalved() throws {
+        let dir = try workspace(["street-853x479.mkv", "street-2s.mp4"])
+        let full = try upscale(["street-853x479.mkv", "--width", "256", "--preset", "ultrafast", "--no-refine"], in: dir)
+        XCTAssertEqual(full.status, 0, full.stderr)
+        XCTAssertTrue(full.stderr.contains("'street-853x479.mkv' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0"), full.stderr)
+        let plain = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast", "--no-refine"], in: dir)
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertFalse(plain.stderr.contains("full colour resolution"), plain.stderr)
+    }
+
     /// `worker --jobs` had no bounds: 100000 hung for good, deaf to SIGTERM; 0 and -1 were taken.
     func testWorkerJobsAreBounded() throws {
         for jobs in ["0", "-1", "100000"] {
