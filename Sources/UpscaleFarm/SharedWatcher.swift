@@ -33,6 +33,19 @@ public final class SharedWatcher {
 
     /// Runs until `stop`, or with `once` until every file there is submitted and its job ended.
     /// Returns 1 when a job failed, else 0.
+    /// A retried job's original, moved to its watch folder's Failed/ when the job failed, put
+    /// back where the job reads it: when its input is gone and `Failed/<name>` is the file that
+    /// was submitted (its size and time). Returns the path put back, nil when there was none.
+    public static func restoreFailedOriginal(of job: FarmJob) -> String? {
+        let input = URL(fileURLWithPath: job.input)
+        guard !FileManager.default.fileExists(atPath: job.input), let identity = job.identity else { return nil }
+        let folder = WatchFolder(root: input.deletingLastPathComponent().path)
+        let parked = folder.failed + "/" + input.lastPathComponent
+        guard let found = InputIdentity.of(parked), identity.matches(found), FolderWrites.renameNoReplace(parked, job.input) == 0 else { return nil }
+        unlink(WatchFolder.errorNote(for: parked))
+        return job.input
+    }
+
     public func run(once: Bool, stop: CancellationFlag) throws -> Int32 {
         var status: Int32 = 0
         let network = isNetworkFilesystem(folder.root)
@@ -67,8 +80,15 @@ public final class SharedWatcher {
                 }
             }
             var open = 0
-            for (key, value) in try store.settings(prefix: Self.prefix) where value.hasPrefix("queued ") {
-                guard let id = Int64(value.dropFirst(7)), let job = try queue.job(id: id) else { continue }
+            for (key, value) in try store.settings(prefix: Self.prefix) {
+                // A failed job retried ('queue retry --queue') is followed again.
+                let words = value.split(separator: " ")
+                guard words.count == 2, ["queued", "failed"].contains(words[0]), let id = Int64(words[1]),
+                      let job = try queue.job(id: id) else { continue }
+                if words[0] == "failed" {
+                    guard ["queued", "running"].contains(job.state) else { continue }
+                    try store.setSetting(key, "queued \(id)")
+                }
                 let parts = key.dropFirst(Self.prefix.count).split(separator: "|")
                 let name = String(parts.first ?? "")
                 let original = folder.path(name)

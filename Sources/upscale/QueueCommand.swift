@@ -67,7 +67,14 @@ struct QueueCommand: ParsableCommand {
         func run() throws {
             if queue.isShared(folder: folder) {
                 let ids = [folder].compactMap { $0 } + files
-                let count = try queue.open().retry(ids: try SharedQueue.ids(ids))
+                let store = try queue.open()
+                let numbers = try SharedQueue.ids(ids)
+                // A watch folder's failed original is in its Failed/: put back where the job
+                // reads it (the retried job failed at once, "gone since it was submitted").
+                for job in try store.list() where ["failed", "cancelled"].contains(job.state) && (numbers.isEmpty || numbers.contains(job.id)) {
+                    if let back = SharedWatcher.restoreFailedOriginal(of: job) { print("'\(back)' is back from Failed/") }
+                }
+                let count = try store.retry(ids: numbers)
                 // Named jobs that match nothing are a mistake to report; "retry all" with none failed is not.
                 if count == 0 && !ids.isEmpty { throw CLIError(status: 1, "no failed or cancelled job with id \(ids.joined(separator: ", ")) on the queue") }
                 print(count == 0 ? "nothing to retry" : "queued again: \(count) job(s)")

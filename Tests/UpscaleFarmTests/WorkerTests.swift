@@ -285,6 +285,37 @@ final class WorkerTests: XCTestCase {
         print("watch: \(watch.split(separator: "\n").count) lines")
     }
 
+    /// A shared watch folder's failed original goes to Failed/; 'queue retry --queue' puts it
+    /// back where the job reads it (the retried job failed at once: "gone since it was
+    /// submitted"), and the watcher follows the job again: done, the original goes to Originals/.
+    func testARetriedWatchFolderJobGetsItsOriginalBack() throws {
+        let dir = try workspace()
+        let inbox = dir.appendingPathComponent("Inbox")
+        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("one.mp4"))
+        let watchArguments = ["watch", inbox.path, "--once", "--settle", "0.3", "--chunk-seconds", "1"] + Self.exact
+        let watch = try start(watchArguments)
+        let q = try queue()
+        try waitUntil("the job is submitted") { try q.list().count == 1 }
+        // A task failed for good (as a worker whose chunk met an error would).
+        let task = try XCTUnwrap(try q.claim(owner: "test", lease: 60))
+        _ = try q.fail(task, reason: "a test failure", retry: false)
+        let first = finish(watch)
+        XCTAssertEqual(watch.0.terminationStatus, 1, first)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("Failed/one.mp4").path), first)
+        let id = try XCTUnwrap(try q.list().first).id
+        let retry = try run(["queue", "retry", String(id), "--queue", cluster.url])
+        XCTAssertTrue(retry.contains("'\(inbox.appendingPathComponent("one.mp4").path)' is back from Failed/"), retry)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Failed").path), [])
+        let again = try start(watchArguments)
+        let worker = finish(try start(["worker", "--once", "--name", "w"]))
+        let second = finish(again)
+        XCTAssertEqual(again.0.terminationStatus, 0, second)
+        XCTAssertEqual(try XCTUnwrap(try q.list().first).state, "done", worker)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Originals").path), ["one.mp4"])
+        XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/one Upscaled.mkv").path, stream: 0).count, 60)
+    }
+
     /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
     /// within the test's deadline: it was woken by NOTIFY. Its threads, idle and working, are
     /// all batch work.
