@@ -630,7 +630,10 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     public func setPriority(id: Int64, priority: Int) throws -> Bool {
-        try with { c in try run(c, "UPDATE upscale_jobs SET priority = \(priority), updated = now() WHERE id = \(id)").metadata.rows == 1 }
+        // Only an open job's (as for a watch folder): a done one's was set and said so.
+        try with { c in
+            try run(c, "UPDATE upscale_jobs SET priority = \(priority), updated = now() WHERE id = \(id) AND state IN ('queued', 'running')").metadata.rows == 1
+        }
     }
 
     public func setPaused(_ value: Bool) throws {

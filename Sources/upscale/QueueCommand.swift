@@ -137,7 +137,7 @@ struct QueueCommand: ParsableCommand {
             if queue.isShared(folder: values.first) {
                 guard values.count == 2 else { throw CLIError(status: 2, "give a job id and a priority: 'upscale queue priority 7 5 --queue …'") }
                 let id = try SharedQueue.ids([values[0]])[0]
-                guard try queue.open().setPriority(id: id, priority: priority) else { throw CLIError(status: 1, "no job \(id) on the queue") }
+                guard try queue.open().setPriority(id: id, priority: priority) else { throw CLIError(status: 1, "no queued or running job \(id) on the queue") }
                 print("job \(id): priority \(priority)")
                 return
             }

@@ -36,7 +36,8 @@ final class WorkerTests: XCTestCase {
         return dir
     }
 
-    private func start(_ arguments: [String], lease: Double = 2, idlePoll: Double? = nil) throws -> (Process, Pipe) {
+    /// `hook`: a test hook for the process (`UPSCALE_TEST_HOOK`).
+    private func start(_ arguments: [String], lease: Double = 2, idlePoll: Double? = nil, hook: String? = nil) throws -> (Process, Pipe) {
         let p = Process()
         p.executableURL = Self.binary
         p.arguments = arguments
@@ -44,23 +45,7 @@ final class WorkerTests: XCTestCase {
         env["UPSCALE_LEASE_SECONDS"] = String(lease)
         env["UPSCALE_QUEUE"] = cluster.url
         if let idlePoll { env["UPSCALE_IDLE_POLL_SECONDS"] = String(idlePoll) }
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        return (p, out)
-    }
-
-    /// `start` with a test hook (`UPSCALE_TEST_HOOK`).
-    private func startHooked(_ arguments: [String], hook: String) throws -> (Process, Pipe) {
-        let p = Process()
-        p.executableURL = Self.binary
-        p.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env["UPSCALE_LEASE_SECONDS"] = "2"
-        env["UPSCALE_QUEUE"] = cluster.url
-        env["UPSCALE_TEST_HOOK"] = hook
+        if let hook { env["UPSCALE_TEST_HOOK"] = hook }
         p.environment = env
         let out = Pipe()
         p.standardOutput = out
@@ -154,7 +139,7 @@ final class WorkerTests: XCTestCase {
         let dir = try workspace()
         try submit(dir)
         let q = try queue()
-        let victim = try startHooked(["worker", "--once", "--name", "victim"], hook: "worker-dies-after-join")
+        let victim = try start(["worker", "--once", "--name", "victim"], hook: "worker-dies-after-join")
         _ = finish(victim)
         XCTAssertEqual(victim.0.terminationReason, .uncaughtSignal)
         var job = try XCTUnwrap(try q.list().first)
@@ -173,7 +158,7 @@ final class WorkerTests: XCTestCase {
         try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
         try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", other.path, "--chunk-seconds", "1"] + Self.exact)
         let stranger = other.appendingPathComponent("clip Upscaled.mkv")
-        let second = try startHooked(["worker", "--once", "--name", "victim2"], hook: "worker-dies-after-join")
+        let second = try start(["worker", "--once", "--name", "victim2"], hook: "worker-dies-after-join")
         _ = finish(second)
         try FileManager.default.removeItem(at: stranger)
         try FileManager.default.copyItem(at: Self.fixture, to: stranger)
@@ -314,6 +299,11 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(try q.list().first).state, "done", worker)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Originals").path), ["one.mp4"])
         XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/one Upscaled.mkv").path, stream: 0).count, 60)
+        // A done job's priority is not set (it was, and said so).
+        let priority = try start(["queue", "priority", String(id), "5", "--queue", cluster.url])
+        let priorityText = finish(priority)
+        XCTAssertEqual(priority.0.terminationStatus, 1, priorityText)
+        XCTAssertTrue(priorityText.contains("no queued or running job \(id) on the queue"), priorityText)
     }
 
     /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
