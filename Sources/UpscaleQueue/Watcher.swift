@@ -590,6 +590,9 @@ final class RunningJob: @unchecked Sendable {
             watcher.log("waiting for space: '\(job.source)': \(text); checking again in \(Int(config.spaceRetry)) s")
         case .exited(let code):
             let (kind, text) = lock.withLock { error } ?? ("processing", "the job ended with exit status \(code)")
+            // A chunked job whose file went away mid-run keeps its chunks for the file's
+            // return; a watch folder's file that went is not coming back under that name.
+            if let planned, !FileManager.default.fileExists(atPath: source) { QueueActions.removeChunks(of: planned.path) }
             finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")
         }
     }

@@ -55,6 +55,16 @@ final class RunningChild: @unchecked Sendable {
     private let lock = NSLock()
     private var child: JobProcess?
     private var state: ChildState?
+    private var stopped = false
+
+    /// Whether `stopNow` ended the child: the process exits from the signal handler once it
+    /// has said what was not written. (Waited on, the SIGKILL it sent was reported as "the
+    /// job was killed (out of memory?)" after that line, when the main thread got there first.)
+    var stoppedNow: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopped
+    }
 
     func set(_ value: JobProcess?, state: ChildState? = nil) {
         lock.lock()
@@ -72,6 +82,7 @@ final class RunningChild: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard let child else { return "cancelled" }
+        stopped = true
         child.kill9()
         // Until it has ended (left for the main thread to reap), so nothing it does follows.
         var info = siginfo_t()

@@ -169,6 +169,8 @@ struct UpscaleCommand: ParsableCommand {
             }
             running.set(child, state: state)
             let outcome = child.wait()
+            // A second Ctrl-C killed it: the signal handler says so and exits the process.
+            if running.stoppedNow { while true { pause() } }
             running.set(nil)
             state.finish(success: outcome == .exited(0))
             switch outcome {

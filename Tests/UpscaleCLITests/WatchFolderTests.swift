@@ -330,6 +330,26 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files(""), [".upscale", "Upscaled", "long.mp4"], "the file stays")
     }
 
+    /// A chunked job whose file is taken out of the folder mid-run fails, and leaves no chunks:
+    /// the plain command keeps them for the file's return, which a watch folder does not wait for.
+    func testAFileTakenOutMidChunkedJobLeavesNoChunks() throws {
+        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
+        try waitFor("a chunk") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
+        }
+        let away = inbox.deletingLastPathComponent().appendingPathComponent("long.mp4")
+        XCTAssertEqual(rename(inbox.appendingPathComponent("long.mp4").path, away.path), 0)
+        try waitFor("the job to fail", timeout: 30) { try listing().jobs.first?.state == "failed" }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertEqual(files("Upscaled"), [])
+    }
+
     /// A long video runs in chunks under the watch folder too: a watcher killed with SIGKILL
     /// mid-job loses only the chunk in flight; the next run resumes from the kept chunks.
     func testKilledWatcherResumesAChunkedJob() throws {
