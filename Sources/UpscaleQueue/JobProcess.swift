@@ -134,7 +134,7 @@ public final class JobProcess: @unchecked Sendable {
     public static func signalName(_ signal: Int32) -> String {
         let names: [Int32: String] = [SIGABRT: "SIGABRT", SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE",
                                       SIGILL: "SIGILL", SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGINT: "SIGINT",
-                                      SIGTRAP: "SIGTRAP", SIGPIPE: "SIGPIPE"]
+                                      SIGTRAP: "SIGTRAP", SIGPIPE: "SIGPIPE", SIGHUP: "SIGHUP", SIGQUIT: "SIGQUIT"]
         return names[signal] ?? "signal \(signal)"
     }
 

@@ -201,6 +201,10 @@ struct UpscaleCommand: ParsableCommand {
                 if signal == SIGKILL {
                     // The kernel's out-of-memory killer, or someone's kill -9: not the file's fault.
                     console.error("'\(input)': the job was killed (SIGKILL: out of memory?)\(at); \(kept)")
+                } else if [SIGHUP, SIGTERM, SIGINT, SIGQUIT].contains(signal) {
+                    // Sent from outside (a closed terminal's SIGHUP to the job alone): it was said
+                    // to be a crash on a damaged file.
+                    console.error("'\(input)': the job was stopped from outside (\(JobProcess.signalName(signal)))\(at); \(kept)")
                 } else {
                     console.error("'\(input)': upscaling crashed (\(JobProcess.signalName(signal)))\(at); the file is probably damaged in a way the decoder cannot handle — re-export or trim it (\(kept))")
                 }

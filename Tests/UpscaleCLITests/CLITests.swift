@@ -814,6 +814,20 @@ final class CLITests: XCTestCase {
         return (process, out, err, children.split(separator: " ").compactMap { pid_t($0) })
     }
 
+    /// A job ended by a signal from outside (SIGHUP to the job alone, as a closed terminal may
+    /// send) is said to be stopped, not a crash blamed on a damaged file.
+    func testAJobStoppedFromOutsideIsNotCalledACrash() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let (process, _, err, children) = try launchUntilWriting(dir)
+        kill(try XCTUnwrap(children.first), SIGHUP)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 1, text)
+        XCTAssertTrue(text.contains("'street-2s.mp4': the job was stopped from outside (SIGHUP)"), text)
+        XCTAssertFalse(text.contains("damaged"), text)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
     /// A second Ctrl-C exits at once, and with the job: its process is ended and its temporary
     /// file removed before the prompt is back. The parent left before, while the job went on
     /// cleaning up (measured: 0.1 to 0.3 s at 1280x960, its file still there meanwhile).
