@@ -254,25 +254,19 @@ public final class FarmWorker: @unchecked Sendable {
         let missing = !JobPlanner.isDirectory(outputFolder) ? outputFolder : !JobPlanner.isDirectory(inputFolder) ? inputFolder
             : now == nil && ((try? FileManager.default.contentsOfDirectory(atPath: inputFolder))?.isEmpty ?? true) ? inputFolder : nil
         if let missing {
-            try queue.release(task, reason: "worker \(name) cannot see '\(missing)'")
-            statsLock.lock()
-            let first = blind.updateValue(missing, forKey: task.jobID) == nil
-            statsLock.unlock()
             // An empty folder is an unmounted share's mount point, or a folder whose only file
             // was removed since: said both ways (it blamed --map alone, and the job waits).
             let empty = JobPlanner.isDirectory(missing) ? " (it is empty here: a share not mounted, or '\((input as NSString).lastPathComponent)' was removed since it was submitted; then cancel job \(task.jobID))" : ""
-            if first { logger.error("this machine cannot see '\(missing)'\(empty) (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers") }
+            try leave(task, reason: "cannot see '\(missing)'", blind: missing,
+                      log: "this machine cannot see '\(missing)'\(empty) (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers")
             return false
         }
         // A folder it sees but cannot write in (a share mounted read-only on this machine) is
         // this machine's problem as well: it took the task again at once, three times, and
         // one such node failed every job of the farm within seconds.
         if let reason = Self.writeProblem(in: outputFolder) {
-            try queue.release(task, reason: "worker \(name) cannot write in '\(outputFolder)' (\(reason))")
-            statsLock.lock()
-            let first = blind.updateValue("\(outputFolder)': cannot write there (\(reason))", forKey: task.jobID) == nil
-            statsLock.unlock()
-            if first { logger.error("this machine cannot write in '\(outputFolder)' (\(reason)) (job \(task.jobID)); check that the share is mounted read-write here — the job is left to other workers") }
+            try leave(task, reason: "cannot write in '\(outputFolder)' (\(reason))", blind: "\(outputFolder)': cannot write there (\(reason))",
+                      log: "this machine cannot write in '\(outputFolder)' (\(reason)) (job \(task.jobID)); check that the share is mounted read-write here — the job is left to other workers")
             return false
         }
         guard let now else {
@@ -291,6 +285,17 @@ public final class FarmWorker: @unchecked Sendable {
             return false
         }
         return true
+    }
+
+    /// This machine's problem with a task's files: the task goes back uncounted (`reason`, after
+    /// the worker's name), its job is left to other workers (`blind`: what the worker's last
+    /// line names for it), and `log` is said the first time.
+    private func leave(_ task: FarmTask, reason: String, blind what: String, log: String) throws {
+        try queue.release(task, reason: "worker \(name) \(reason)")
+        statsLock.lock()
+        let first = blind.updateValue(what, forKey: task.jobID) == nil
+        statsLock.unlock()
+        if first { logger.error("\(log)") }
     }
 
     /// A file time as people read it, to the second, in this machine's time zone.

@@ -31,8 +31,6 @@ public final class SharedWatcher {
         self.say = say
     }
 
-    /// Runs until `stop`, or with `once` until every file there is submitted and its job ended.
-    /// Returns 1 when a job failed, else 0.
     /// A retried job's original, moved to its watch folder's Failed/ when the job failed, put
     /// back where the job reads it: when its input is gone and `Failed/<name>` is the file that
     /// was submitted (its size and time). Returns the path put back, nil when there was none.
@@ -46,6 +44,8 @@ public final class SharedWatcher {
         return job.input
     }
 
+    /// Runs until `stop`, or with `once` until every file there is submitted and its job ended.
+    /// Returns 1 when a job failed, else 0.
     public func run(once: Bool, stop: CancellationFlag) throws -> Int32 {
         var status: Int32 = 0
         let network = isNetworkFilesystem(folder.root)

@@ -160,7 +160,7 @@ final class OutputFile {
                                "rum": "ron", "slo": "slk", "sqi": "alb", "bod": "tib", "cym": "wel"]
 
     func open() throws {
-        if String(cString: context.pointee.oformat.pointee.name) == "mov" {
+        if muxerName == "mov" {
             for index in 0..<Int(context.pointee.nb_streams) {
                 let target = stream(index)
                 if let entry = av_dict_get(target.pointee.metadata, "language", nil, 0),

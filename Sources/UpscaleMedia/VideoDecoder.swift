@@ -93,10 +93,10 @@ final class VideoDecoder {
         let jpegFormats: [AVPixelFormat] = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
         // RGB and paletted pictures become limited-range YUV, as video is (PNG says "full range"
         // of its RGB, which is not a reason to write full-range YUV).
-        let isRGB = format != AV_PIX_FMT_NONE
-            && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) != 0
+        let flags = format != AV_PIX_FMT_NONE ? av_pix_fmt_desc_get(format).pointee.flags : 0
+        let paletted = flags & UInt64(AV_PIX_FMT_FLAG_PAL) != 0
+        let isRGB = paletted || flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
         fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
-        let paletted = format != AV_PIX_FMT_NONE && (av_pix_fmt_desc_get(format).pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL)) != 0
         reducesChroma = !highBitDepth && format != AV_PIX_FMT_NONE && !paletted && (isRGB || VideoDecoder.layout(of: format) != .yuv420)
         let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace

@@ -21,8 +21,7 @@ struct QueueOption: ParsableArguments {
     func isShared(folder: String?) -> Bool {
         if queue != nil { return true }
         guard given != nil else { return false }
-        var isDirectory: ObjCBool = false
-        return !(folder.map { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue } ?? false)
+        return !(folder.map(JobPlanner.isDirectory) ?? false)
     }
 
     func open() throws -> PostgresQueue {

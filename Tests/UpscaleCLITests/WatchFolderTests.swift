@@ -290,18 +290,31 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(job.settings, ["--width", "960", "--preset", "slower", "--no-refine"])
     }
 
+    /// `long.mp4` (60 frames) dropped in and watched in 1 s chunks (lossless, one thread), once
+    /// `chunks` of its chunks are finished: the watcher and the job's work folder.
+    private func watchChunkedJob(untilChunks chunks: Int = 1) throws -> (Process, URL) {
+        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
+        do {
+            try waitFor("\(chunks) chunk(s)") {
+                ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).filter { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }.count >= chunks
+            }
+        } catch {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+            throw error
+        }
+        return (watcher, work)
+    }
+
     /// A cancelled chunked job leaves no work folder: its chunks were kept for a resume that a
     /// cancelled job never gets, in a hidden folder under Upscaled/ for good.
     func testCancelledChunkedJobLeavesNoChunksBehind() throws {
-        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        let (watcher, work) = try watchChunkedJob()
         defer {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()
-        }
-        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
-        try waitFor("a chunk") {
-            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
         }
         XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "long.mp4"]).status, 0)
         try waitFor("the job to stop and its chunks to go", timeout: 30) {
@@ -313,12 +326,7 @@ final class WatchFolderTests: XCTestCase {
     /// The same when its watcher was killed: the job shows "interrupted", and a cancel then
     /// left its chunks for good (only a running watcher removed them).
     func testCancelledInterruptedJobLeavesNoChunksBehind() throws {
-        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
-        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
-        try waitFor("a chunk") {
-            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
-        }
+        let (watcher, work) = try watchChunkedJob()
         kill(watcher.processIdentifier, SIGKILL)
         watcher.waitUntilExit()
         XCTAssertEqual(try listing().jobs.first?.state, "running")
@@ -333,15 +341,10 @@ final class WatchFolderTests: XCTestCase {
     /// A chunked job whose file is taken out of the folder mid-run fails, and leaves no chunks:
     /// the plain command keeps them for the file's return, which a watch folder does not wait for.
     func testAFileTakenOutMidChunkedJobLeavesNoChunks() throws {
-        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+        let (watcher, work) = try watchChunkedJob()
         defer {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()
-        }
-        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
-        try waitFor("a chunk") {
-            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).contains { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }
         }
         let away = inbox.deletingLastPathComponent().appendingPathComponent("long.mp4")
         XCTAssertEqual(rename(inbox.appendingPathComponent("long.mp4").path, away.path), 0)
@@ -353,13 +356,7 @@ final class WatchFolderTests: XCTestCase {
     /// A long video runs in chunks under the watch folder too: a watcher killed with SIGKILL
     /// mid-job loses only the chunk in flight; the next run resumes from the kept chunks.
     func testKilledWatcherResumesAChunkedJob() throws {
-        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
-        let options = ["--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"]
-        let watcher = try background(["watch", inbox.path] + options)
-        let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
-        try waitFor("two chunks") {
-            ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).filter { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }.count >= 2
-        }
+        let (watcher, work) = try watchChunkedJob(untilChunks: 2)
         kill(watcher.processIdentifier, SIGKILL)
         watcher.waitUntilExit()
         // With no watcher, the job is shown interrupted, without a rate or an ETA (it showed
