@@ -64,6 +64,13 @@ struct AccessGuard: RouterMiddleware {
         }
         do {
             return try await next(request, context)
+        } catch let error as HTTPError {
+            // Hummingbird's own refusals (a body that does not decode, an id that is not a
+            // number, no such path) in the API's one shape, {"error": "…"}: they came as
+            // {"error": {"message": "…"}}, or with no body at all.
+            var response = DashboardServer.problem(error.status, error.body ?? error.status.reasonPhrase)
+            for field in error.headers where response.headers[field.name] == nil { response.headers.append(field) }
+            return response
         } catch let error as HTTPResponseError {
             throw error
         } catch {

@@ -594,12 +594,14 @@ public final class PostgresQueue: @unchecked Sendable {
         }
     }
 
-    /// Failed and cancelled jobs (all, or these ids) go back to the queue with fresh attempts.
+    /// These ids' failed or cancelled jobs, or with none every failed job (a cancelled one was
+    /// stopped on purpose), go back to the queue with fresh attempts.
     public func retry(ids: [Int64]) throws -> Int {
         try transaction { c in
             let rows = try run(c, """
                 UPDATE upscale_jobs SET state = 'queued', error = NULL, updated = now()
-                WHERE state IN ('failed', 'cancelled') AND (cardinality(\(ids)::bigint[]) = 0 OR id = ANY(\(ids)::bigint[]))
+                WHERE (cardinality(\(ids)::bigint[]) = 0 AND state = 'failed')
+                   OR (state IN ('failed', 'cancelled') AND id = ANY(\(ids)::bigint[]))
                 RETURNING id
                 """).rows
             for row in rows {

@@ -6,13 +6,14 @@ public enum QueueActions {
     /// larger one was the server's "integer out of range", a 503 on the dashboard).
     public static let priorities = -1_000_000...1_000_000
 
-    /// Failed (or cancelled) jobs of these files, or all, are queued again; a failed job's
+    /// Failed or cancelled jobs of these files, or with none every failed job, are queued again; a failed job's
     /// original comes back from Failed/ to where it was dropped (under a free name) and its
     /// error file is removed. Returns the files queued again.
     public static func retry(folder: WatchFolder, store: JobStore, files: [String]) throws -> [String] {
         let wanted = Set(files.map { relative($0, in: folder) })
+        // With no names, failed jobs only: a cancelled one was stopped on purpose.
         return try retry(folder: folder, store: store) { job in
-            wanted.isEmpty || wanted.contains(job.source)
+            wanted.isEmpty ? job.state == .failed : wanted.contains(job.source)
                 || job.movedTo.map { wanted.contains($0) || wanted.contains(URL(fileURLWithPath: $0).lastPathComponent) } == true
                 || wanted.contains(URL(fileURLWithPath: job.source).lastPathComponent)
         }

@@ -59,9 +59,9 @@ struct QueueCommand: ParsableCommand {
     }
 
     struct Retry: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Queue failed (or cancelled) jobs again; their originals come back from Failed/.")
+        static let configuration = CommandConfiguration(abstract: "Queue failed jobs again (cancelled ones when named); their originals come back from Failed/.")
         @Argument(help: "The watched folder (not with --queue).") var folder: String?
-        @Argument(help: "Files to retry (default: every failed job); job ids with --queue.") var files: [String] = []
+        @Argument(help: "Files to retry, failed or cancelled (default: every failed job, no cancelled one); job ids with --queue.") var files: [String] = []
         @OptionGroup var queue: QueueOption
 
         func run() throws {
@@ -71,7 +71,8 @@ struct QueueCommand: ParsableCommand {
                 let numbers = try SharedQueue.ids(ids)
                 // A watch folder's failed original is in its Failed/: put back where the job
                 // reads it (the retried job failed at once, "gone since it was submitted").
-                for job in try store.list() where ["failed", "cancelled"].contains(job.state) && (numbers.isEmpty || numbers.contains(job.id)) {
+                // With no ids, failed jobs only: a cancelled one was stopped on purpose.
+                for job in try store.list() where numbers.isEmpty ? job.state == "failed" : ["failed", "cancelled"].contains(job.state) && numbers.contains(job.id) {
                     if let back = SharedWatcher.restoreFailedOriginal(of: job) { print("'\(back)' is back from Failed/") }
                 }
                 let count = try store.retry(ids: numbers)

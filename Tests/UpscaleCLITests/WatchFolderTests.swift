@@ -661,6 +661,13 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try listing().jobs.first { $0.source == "bad.mov" }?.state, "queued")
         XCTAssertEqual(try watchOnce().status, 1)
         XCTAssertEqual(files("Failed"), ["bad.mov", "bad.mov.error.txt"])
+        // No names: the failed job again, not the cancelled one (it revived every cancelled job).
+        XCTAssertEqual(try upscale(["queue", "retry", inbox.path]).status, 0)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "bad.mov" }?.state, "queued")
+        XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "cancelled")
+        // Named, a cancelled job is queued again.
+        XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "later.mp4"]).status, 0)
+        XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
     }
 
     /// Files of one name stem running at once (clip.ts and clip.webm both become "clip

@@ -144,8 +144,16 @@ final class DashboardHTTPTests: XCTestCase {
         // No such job is a 404 (it was a 409, as for a job in the wrong state); a priority
         // out of range a 400 (on the shared queue it was the server's "integer out of range", a 503).
         XCTAssertEqual(try post("/api/jobs/424242/cancel").status, 404)
-        XCTAssertEqual(try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": "high"}"#).status, 400)
-        XCTAssertEqual(try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": 99999999999}"#).status, 400)
+        // Every refusal has one shape, {"error": "…"}: Hummingbird's own (a body that does not
+        // decode, an id that is not a number, no such path) came as {"error": {"message": …}}.
+        for (response, status) in [(try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": "high"}"#), 400),
+                                   (try post("/api/jobs/\(id("queued-b.mov"))/priority", #"{"priority": 99999999999}"#), 400),
+                                   (try post("/api/jobs/abc/cancel"), 400), (try post("/api/jobs/424242/cancel"), 404),
+                                   (try http.send("GET", "/api/jobs/abc/log"), 400), (try http.send("GET", "/api/nothing"), 404)] {
+            XCTAssertEqual(response.status, status)
+            let message = (try? response.json())?["error"] as? String
+            XCTAssertFalse(message?.isEmpty ?? true, "\(status): \(response.text)")
+        }
     }
 
     func testForeignOriginsMethodsAndHostsAreRefused() throws {

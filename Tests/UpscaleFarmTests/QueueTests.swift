@@ -125,8 +125,16 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(job.state, "failed")
         for attempt in 1...3 { XCTAssertTrue(job.error?.contains("encoder failed (\(attempt))") ?? false, job.error ?? "") }
         XCTAssertNil(try q.claim(owner: "w", lease: 60), "a failed job's other chunks are not run")
-        XCTAssertEqual(try q.retry(ids: [id]), 1)
+        // Retry with no ids: the failed job, not a cancelled one (it revived every cancelled job).
+        let stopped = try submit(q, chunks: 1, name: "stopped")
+        XCTAssertEqual(try q.cancel(ids: [stopped]), 1)
+        XCTAssertEqual(try q.retry(ids: []), 1)
+        XCTAssertEqual(try q.job(id: stopped)?.state, "cancelled")
+        XCTAssertEqual(try q.job(id: id)?.state, "queued")
         XCTAssertEqual(try q.claim(owner: "w", lease: 60)?.index, 0)
+        // Named, a cancelled job is queued again.
+        XCTAssertEqual(try q.retry(ids: [stopped]), 1)
+        XCTAssertEqual(try q.job(id: stopped)?.state, "queued")
     }
 
     /// A chunk queued again at the join (its file missing) runs before the join: a join is
