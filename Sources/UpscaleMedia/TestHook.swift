@@ -12,6 +12,8 @@ public enum TestHook: Equatable, Sendable {
     case crashWhileFinishing
     /// A farm worker kills itself after its join put the output in place, before it is recorded.
     case crashAfterJoin
+    /// A chunked run sends itself SIGINT as its join starts (Ctrl-C at that moment).
+    case interruptAtJoin
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
     /// input, contains that text: one file of a batch can crash while the others run.
@@ -32,6 +34,7 @@ public enum TestHook: Equatable, Sendable {
         case "stall": return .stall
         case "watcher-dies-finishing": return .crashWhileFinishing
         case "worker-dies-after-join": return .crashAfterJoin
+        case "interrupt-at-join": return .interruptAtJoin
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "kill": return .crash(signal: SIGKILL, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)

@@ -323,7 +323,23 @@ public final class ChunkedJob {
             throw UpscaleError(.cancelled, "interrupted; \(done) of \(all.count) chunks are kept in '\(workFolder)': run the same command again to resume (--no-resume starts over)")
         }
         let paths = all.map { chunkPath($0.range.index) }
-        let joined = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        if TestHook.current == .interruptAtJoin {
+            kill(getpid(), SIGINT)
+            for _ in 0..<500 where !cancel.isCancelled { usleep(10_000) }
+        }
+        let joined: TranscodeSummary
+        do {
+            joined = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        } catch let error as UpscaleError where error.kind == .cancelled || error.kind == .output {
+            // The chunks stay for the next run, which only joins them: said, as when a chunk
+            // is stopped (the join's own line offered another --output folder, whose run
+            // would not find them).
+            let kept = "the \(all.count) finished chunks are kept in '\(workFolder)': run the same command again to join them"
+            if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
+            let elsewhere = " or choose another --output folder"
+            let reason = error.message.hasSuffix(elsewhere) ? String(error.message.dropLast(elsewhere.count)) : error.message
+            throw UpscaleError(.output, "\(reason); \(kept)")
+        }
         try? fm.removeItem(atPath: workFolder)
         if MediaLibrary.demuxErrors > demuxErrorsBefore {
             logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - demuxErrorsBefore))")

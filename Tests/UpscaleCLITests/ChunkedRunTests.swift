@@ -17,11 +17,12 @@ final class ChunkedRunTests: XCTestCase {
         return dir
     }
 
-    private func start(_ arguments: [String], in dir: URL) throws -> (Process, Pipe) {
+    private func start(_ arguments: [String], in dir: URL, environment: [String: String] = [:]) throws -> (Process, Pipe) {
         let process = Process()
         process.executableURL = CLITests.binary
         process.arguments = arguments
         process.currentDirectoryURL = dir
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let err = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = err
@@ -29,8 +30,8 @@ final class ChunkedRunTests: XCTestCase {
         return (process, err)
     }
 
-    private func run(_ arguments: [String], in dir: URL) throws -> (status: Int32, stderr: String) {
-        let (process, err) = try start(arguments, in: dir)
+    private func run(_ arguments: [String], in dir: URL, environment: [String: String] = [:]) throws -> (status: Int32, stderr: String) {
+        let (process, err) = try start(arguments, in: dir, environment: environment)
         let data = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -306,6 +307,65 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.first, kept, String(line))
         XCTAssertEqual(try MediaProbe.packets(small.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+    }
+
+    /// A join stopped by Ctrl-C or by a full disk keeps every chunk and says so; the next run
+    /// only joins them. Both ended on the join's own line, with no word of the chunks (the
+    /// disk's offered another --output folder, where a rerun would not find them).
+    func testAJoinStoppedOrOutOfSpaceKeepsItsChunksAndSaysSo() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
+        let dir = try workspace()
+        let arguments = [source, "-o", "joined.mkv"] + exact
+        let work = dir.appendingPathComponent(".joined.mkv.upscale-work")
+        let stopped = try run(arguments, in: dir, environment: ["UPSCALE_TEST_HOOK": "interrupt-at-join"])
+        XCTAssertEqual(stopped.status, 130, stopped.stderr)
+        let chunks = finishedChunks(work)
+        XCTAssertGreaterThan(chunks, 1)
+        XCTAssertTrue(stopped.stderr.contains("interrupted while joining; the \(chunks) finished chunks are kept in '\(work.path)': run the same command again to join them"), stopped.stderr)
+        XCTAssertEqual(stopped.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count, 1, stopped.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("joined.mkv").path))
+        let joined = try run(arguments, in: dir)
+        XCTAssertEqual(joined.status, 0, joined.stderr)
+        XCTAssertTrue(joined.stderr.contains("resuming: \(chunks) of \(chunks) chunks done"), joined.stderr)
+        let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("joined.mkv").path)[.size] as? Int)
+
+        // A disk with room for the chunks and half the joined output.
+        let small = dir.appendingPathComponent("small")
+        try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
+        let shell = { (command: String) -> Int32 in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/sh")
+            p.arguments = ["-c", command]
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        guard try shell("mount -t tmpfs -o size=\(3 * size + (8 << 20)) tmpfs '\(small.path)'") == 0 else { throw XCTSkip("tmpfs cannot be mounted here") }
+        defer { _ = try? shell("umount '\(small.path)'") }
+        let free = try XCTUnwrap(try FileManager.default.attributesOfFileSystem(forPath: small.path)[.systemFreeSize] as? Int)
+        let filler = small.appendingPathComponent("filler")
+        FileManager.default.createFile(atPath: filler.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: filler)
+        var left = free - size * 3 / 2
+        while left > 0 {
+            try handle.write(contentsOf: Data(count: min(left, 1 << 20)))
+            left -= 1 << 20
+        }
+        try handle.close()
+        let onSmall = [source, "-o", small.appendingPathComponent("joined.mkv").path] + exact
+        let smallWork = small.appendingPathComponent(".joined.mkv.upscale-work")
+        let full = try run(onSmall, in: dir)
+        XCTAssertEqual(full.status, 1, full.stderr)
+        XCTAssertTrue(full.stderr.contains("the disk is full"), full.stderr)
+        XCTAssertTrue(full.stderr.contains("the \(chunks) finished chunks are kept in '\(smallWork.path)': run the same command again to join them"), full.stderr)
+        XCTAssertFalse(full.stderr.contains("another --output folder"), full.stderr)
+        XCTAssertEqual(finishedChunks(smallWork), chunks)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: small.path).sorted(), [".joined.mkv.upscale-work", "filler"])
+        try FileManager.default.removeItem(at: filler)
+        let again = try run(onSmall, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("resuming: \(chunks) of \(chunks) chunks done"), again.stderr)
+        XCTAssertEqual(try MediaProbe.packets(small.appendingPathComponent("joined.mkv").path, stream: 0).count, 60)
     }
 
     func testInterruptedRunKeepsItsChunksAndNoResumeStartsOver() throws {
