@@ -307,7 +307,7 @@ public final class FarmWorker: @unchecked Sendable {
 
     /// Why nothing can be made in `folder` (a read-only file system, no permission), found by
     /// making and removing a hidden file there; nil when it can be written.
-    static func writeProblem(in folder: String) -> String? {
+    public static func writeProblem(in folder: String) -> String? {
         let probe = (folder as NSString).appendingPathComponent(".upscale-write-check.\(getpid()).\(UInt32.random(in: 0...UInt32.max))")
         let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

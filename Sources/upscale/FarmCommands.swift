@@ -64,6 +64,7 @@ struct SubmitCommand: ParsableCommand {
         let host = FarmWorker.defaultName
         var failed = 0
         var outputs: [String: String] = [:]
+        var unwritable: Set<String> = []
         for input in inputs {
             let path = URL(fileURLWithPath: input).standardizedFileURL.path
             do {
@@ -83,6 +84,14 @@ struct SubmitCommand: ParsableCommand {
                     throw UpscaleError(.input, "'\(input)' would be written to '\(job.output)', which job \(open) on the queue is making; wait for it, or cancel it first (upscale queue cancel \(open) --queue …)")
                 }
                 outputs[job.output] = input
+                // Queued all the same: another machine (or user) may write there, as a worker
+                // with --map to a writable mount does. Said, as a typo in -o would leave every job
+                // waiting for a worker that can.
+                let folder = (job.output as NSString).deletingLastPathComponent
+                if !unwritable.contains(folder), let reason = FarmWorker.writeProblem(in: folder) {
+                    unwritable.insert(folder)
+                    writeStandardError("note: this machine cannot write in '\(folder)' (\(reason)); its jobs wait for a worker that can\n")
+                }
                 let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
                 let plan = try ChunkPlan.make(path: path, chunkSeconds: seconds)
                 let settings = encode.arguments + (overwrite ? ["--overwrite"] : [])

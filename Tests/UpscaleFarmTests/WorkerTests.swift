@@ -514,7 +514,9 @@ final class WorkerTests: XCTestCase {
             try? umount.run()
             umount.waitUntilExit()
         }
-        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", shut.path, "--chunk-seconds", "1"] + Self.exact)
+        // Queued with a note: the submitting machine cannot write there either.
+        let submitted = try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", shut.path, "--chunk-seconds", "1"] + Self.exact)
+        XCTAssertTrue(submitted.contains("note: this machine cannot write in '\(shut.path)' (Read-only file system); its jobs wait for a worker that can"), submitted)
         let worker = try start(["worker", "--once", "--name", "readonly"])
         let text = finish(worker)
         XCTAssertEqual(worker.0.terminationStatus, 1, text)
