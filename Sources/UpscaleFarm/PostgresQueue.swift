@@ -327,6 +327,12 @@ public final class PostgresQueue: @unchecked Sendable {
                        identity: InputIdentity? = nil) throws -> Int64 {
         let encoded = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
         return try transaction { c in
+            // The check for an open job writing this output and the insert are one step across
+            // machines: two submits of one output at the same moment both passed the check.
+            try run(c, "SELECT pg_advisory_xact_lock(\(Self.submitLock), hashtext(\(output)))")
+            if let open = try run(c, "SELECT id FROM upscale_jobs WHERE output = \(output) AND state IN ('queued', 'running') ORDER BY id LIMIT 1").rows.first {
+                throw OutputTaken(job: try open.decode(Int64.self))
+            }
             let row = try run(c, """
                 INSERT INTO upscale_jobs (input, output, settings, priority, chunks, frames, submitted_by, input_size, input_mtime)
                 VALUES (\(input), \(output), \(encoded), \(priority), \(plan.chunks.count), \(plan.frames), \(host),
@@ -343,6 +349,15 @@ public final class PostgresQueue: @unchecked Sendable {
             return id
         }
     }
+
+    /// What `submit` throws when an open job already writes that output.
+    public struct OutputTaken: Error, Equatable {
+        public let job: Int64
+        public init(job: Int64) { self.job = job }
+    }
+
+    /// First key of the advisory lock `submit` takes on an output (the second is its hash).
+    static let submitLock: Int32 = 0x7570_7363
 
     /// Open jobs (queued or running) that write `output`.
     public func openJobs(writing output: String) throws -> [Int64] {

@@ -64,13 +64,15 @@ public final class SharedWatcher {
                     // Another job (an earlier version of this file, a clip.avi beside a
                     // clip.mov) still makes that output: this one waits until it is written,
                     // then gets a free name.
-                    if let other = try queue.openJobs(writing: output).first {
-                        if waitingFor[path] != other { say("'\(URL(fileURLWithPath: path).lastPathComponent)' waits for job \(other), which makes '\(output)'") }
-                        waitingFor[path] = other
+                    let id: Int64
+                    do {
+                        id = try queue.submit(input: path, output: output, settings: settings, plan: chunks, priority: 0,
+                                              host: FarmWorker.defaultName, identity: InputIdentity(size: stat.size, modified: stat.modified))
+                    } catch let taken as PostgresQueue.OutputTaken {
+                        if waitingFor[path] != taken.job { say("'\(URL(fileURLWithPath: path).lastPathComponent)' waits for job \(taken.job), which makes '\(output)'") }
+                        waitingFor[path] = taken.job
                         continue
                     }
-                    let id = try queue.submit(input: path, output: output, settings: settings, plan: chunks, priority: 0,
-                                              host: FarmWorker.defaultName, identity: InputIdentity(size: stat.size, modified: stat.modified))
                     try store.setSetting(key, "queued \(id)")
                     say("submitted '\(URL(fileURLWithPath: path).lastPathComponent)' as job \(id) (\(chunks.chunks.count) chunks)")
                 } catch let error as UpscaleError where error.kind == .input {

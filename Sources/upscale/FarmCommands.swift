@@ -80,9 +80,7 @@ struct SubmitCommand: ParsableCommand {
                 if let earlier = outputs[job.output] {
                     throw UpscaleError(.input, "'\(input)' would be written to '\(job.output)', as '\(earlier)' of this submit is; give them different output folders (-o) or rename one")
                 }
-                if let open = try store.openJobs(writing: job.output).first {
-                    throw UpscaleError(.input, "'\(input)' would be written to '\(job.output)', which job \(open) on the queue is making; wait for it, or cancel it first (upscale queue cancel \(open) --queue …)")
-                }
+                if let open = try store.openJobs(writing: job.output).first { throw UpscaleError(.input, Self.taken(input, job.output, by: open)) }
                 outputs[job.output] = input
                 // Queued all the same: another machine (or user) may write there, as a worker
                 // with --map to a writable mount does. Said, as a typo in -o would leave every job
@@ -95,8 +93,13 @@ struct SubmitCommand: ParsableCommand {
                 let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
                 let plan = try ChunkPlan.make(path: path, chunkSeconds: seconds)
                 let settings = encode.arguments + (overwrite ? ["--overwrite"] : [])
-                let id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host,
+                let id: Int64
+                do {
+                    id = try store.submit(input: path, output: job.output, settings: settings, plan: plan, priority: priority, host: host,
                                           identity: InputIdentity.of(path))
+                } catch let taken as PostgresQueue.OutputTaken {
+                    throw UpscaleError(.input, Self.taken(input, job.output, by: taken.job))
+                }
                 print("queued job \(id): \(path) → \(job.output) (\(plan.chunks.count) chunks, \(plan.frames) frames)")
             } catch let error as UpscaleError {
                 writeStandardError("error: \(error.message)\n")
@@ -105,6 +108,10 @@ struct SubmitCommand: ParsableCommand {
             }
         }
         if failed > 0 { throw ExitCode(1) }
+    }
+
+    static func taken(_ input: String, _ output: String, by job: Int64) -> String {
+        "'\(input)' would be written to '\(output)', which job \(job) on the queue is making; wait for it, or cancel it first (upscale queue cancel \(job) --queue …)"
     }
 }
 

@@ -111,6 +111,40 @@ final class QueueTests: XCTestCase {
         }
     }
 
+    /// Submits of one output from several machines at the same moment: one job is queued, and
+    /// every other submit is told which job makes that output. The check and the insert were
+    /// two steps, and several submits passed the check.
+    func testSubmitsOfOneOutputAtOnceQueueOneJob() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let machines = try (0..<8).map { _ in try queue() }
+        for round in 0..<10 {
+            let output = "/out/race-\(round) Upscaled.mov"
+            let lock = NSLock()
+            var results: [Result<Int64, Error>] = []
+            let gate = DispatchSemaphore(value: 0)
+            let group = DispatchGroup()
+            for (n, machine) in machines.enumerated() {
+                group.enter()
+                Thread.detachNewThread {
+                    gate.wait()
+                    let result = Result { try machine.submit(input: "/in/race-\(round)-\(n).mov", output: output, settings: [],
+                                                             plan: Self.plan(chunks: 2), priority: 0, host: "machine-\(n)") }
+                    lock.withLock { results.append(result) }
+                    group.leave()
+                }
+            }
+            for _ in machines { gate.signal() }
+            group.wait()
+            let ids = results.compactMap { try? $0.get() }
+            XCTAssertEqual(ids.count, 1, "round \(round): \(results)")
+            for case .failure(let error) in results {
+                XCTAssertEqual(error as? PostgresQueue.OutputTaken, PostgresQueue.OutputTaken(job: ids.first ?? -1), "\(error)")
+            }
+            XCTAssertEqual(try q.openJobs(writing: output).count, 1)
+        }
+    }
+
     /// A chunk failing three times fails its job with every reason; `queue retry` requeues it.
     func testChunkFailingThreeTimesFailsItsJob() throws {
         let q = try queue()
