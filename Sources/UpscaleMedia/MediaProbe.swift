@@ -43,6 +43,8 @@ public struct StreamInfo: Sendable {
     /// Field order of interlaced video: "tt" or "bb" (top or bottom field first, coded so),
     /// "tb" or "bt" (coded one way, shown the other), "progressive", or "unknown".
     public let fieldOrder: String
+    /// Every tag of the stream as FFmpeg reads it.
+    public let tags: [String: String]
 
     /// Interlaced video: pictures made of two fields taken at different times.
     public var isInterlaced: Bool { ["tt", "bb", "tb", "bt"].contains(fieldOrder) }
@@ -136,7 +138,8 @@ public enum MediaProbe {
                 colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),
                 colorTransfer: cName(av_color_transfer_name(par.color_trc)),
                 colorSpace: cName(av_color_space_name(par.color_space)),
-                fieldOrder: fieldOrderName(par.field_order)))
+                fieldOrder: fieldOrderName(par.field_order),
+                tags: Dictionary(entries(of: s.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })))
         }
         let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
         var chapters: [(String, Double, Double)] = []

@@ -140,8 +140,24 @@ final class OutputFile {
     func copyMetadata(from input: UnsafeMutablePointer<AVFormatContext>, videoStream: Int, from inputStream: UnsafeMutablePointer<AVStream>) {
         av_dict_copy(&context.pointee.metadata, input.pointee.metadata, 0)
         av_dict_copy(&stream(videoStream).pointee.metadata, inputStream.pointee.metadata, 0)
-        av_dict_set(&stream(videoStream).pointee.metadata, "encoder", nil, 0)
-        av_dict_set(&stream(videoStream).pointee.metadata, "handler_name", nil, 0)
+        for key in ["encoder", "handler_name", "alpha_mode"] { av_dict_set(&stream(videoStream).pointee.metadata, key, nil, 0) }
+        Self.dropStatistics(&stream(videoStream).pointee.metadata)
+    }
+
+    /// Removes the figures mkvmerge records per track (`BPS`, `NUMBER_OF_BYTES`,
+    /// `NUMBER_OF_FRAMES`, `DURATION`, `_STATISTICS_*`, each also with a language suffix) from
+    /// a re-encoded stream's tags: they described the source's packets (an upscaled 4K video
+    /// was reported at its SD source's bit rate and size).
+    static func dropStatistics(_ metadata: inout OpaquePointer?) {
+        var stale: [String] = []
+        var entry: UnsafeMutablePointer<AVDictionaryEntry>?
+        while let e = av_dict_get(metadata, "", entry, AV_DICT_IGNORE_SUFFIX) {
+            entry = e
+            let key = String(cString: e.pointee.key)
+            let name = key.uppercased().split(separator: "-").first.map(String.init) ?? ""
+            if ["BPS", "NUMBER_OF_BYTES", "NUMBER_OF_FRAMES", "DURATION"].contains(name) || name.hasPrefix("_STATISTICS_") { stale.append(key) }
+        }
+        for key in stale { av_dict_set(&metadata, key, nil, 0) }
     }
 
     /// Tags a stream keeps under `--strip`: what a player needs to name and place a track.
@@ -157,7 +173,31 @@ final class OutputFile {
     /// ("deu") came out with no language.
     static let movLanguages = ["deu": "ger", "fre": "fra", "cze": "ces", "zho": "chi", "nld": "dut", "ell": "gre", "fas": "per",
                                "hye": "arm", "kat": "geo", "eus": "baq", "isl": "ice", "mkd": "mac", "msa": "may", "mya": "bur",
-                               "rum": "ron", "slo": "slk", "sqi": "alb", "bod": "tib", "cym": "wel"]
+                               "rum": "ron", "slo": "slk", "sqi": "alb", "bod": "tib", "cym": "wel",
+                               // Its Macintosh spellings, and the codes that took over from them.
+                               "swe": "sve", "nob": "nor", "nno": "nor", "gle": "iri", "fil": "tgl"]
+
+    /// The ISO 639-2 codes FFmpeg's .mov muxer writes (its table of Macintosh language codes);
+    /// any other language is left out of a .mov.
+    static let movKnownLanguages: Set<String> = [
+        "eng", "fra", "ger", "ita", "dut", "sve", "spa", "dan", "por", "nor", "heb", "jpn", "ara", "fin", "gre", "ice", "mlt",
+        "tur", "chi", "urd", "hin", "tha", "kor", "lit", "pol", "hun", "est", "lav", "rus", "iri", "alb", "ron", "ces", "slk",
+        "slv", "yid", "mac", "bul", "ukr", "bel", "uzb", "kaz", "aze", "arm", "geo", "mol", "kir", "tgk", "tuk", "mon", "pus",
+        "kur", "kas", "snd", "tib", "nep", "san", "mar", "ben", "asm", "guj", "ori", "mal", "kan", "tam", "tel", "bur", "khm",
+        "lao", "vie", "ind", "tgl", "may", "amh", "tir", "orm", "som", "swa", "run", "mlg", "epo", "wel", "baq", "cat", "lat",
+        "que", "grn", "aym", "tat", "uig", "dzo", "jav"]
+
+    /// For a .mov: the streams whose language it cannot record (index, code), to be said; the
+    /// codes for no particular language are not counted.
+    func movLanguagesLost() -> [(stream: Int, code: String)] {
+        guard muxerName == "mov" else { return [] }
+        return (0..<Int(context.pointee.nb_streams)).compactMap { index in
+            guard let entry = av_dict_get(stream(index).pointee.metadata, "language", nil, 0) else { return nil }
+            let code = String(cString: entry.pointee.value).lowercased()
+            let written = Self.movLanguages[code] ?? code
+            return Self.movKnownLanguages.contains(written) || ["", "und", "mul", "zxx", "mis"].contains(code) ? nil : (index, code)
+        }
+    }
 
     func open() throws {
         if muxerName == "mov" {
@@ -174,7 +214,10 @@ final class OutputFile {
             for index in 0..<Int(context.pointee.nb_streams) {
                 let target = stream(index)
                 var kept: OpaquePointer?
-                for key in Self.tagsKeptWhenStripped {
+                // An attachment is named by its tags (the Matroska muxer refused a font without them).
+                let keep = target.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_ATTACHMENT
+                    ? Self.tagsKeptWhenStripped.union(["filename", "mimetype"]) : Self.tagsKeptWhenStripped
+                for key in keep {
                     if let entry = av_dict_get(target.pointee.metadata, key, nil, 0) { av_dict_set(&kept, key, entry.pointee.value, 0) }
                 }
                 av_dict_free(&target.pointee.metadata)

@@ -17,13 +17,16 @@ public enum Remuxer {
     /// audio's timestamps, as a recorder that pauses its sound writes.
     /// `cover` adds an image as cover art (a picture stream marked as attached, as .mp4 holds it).
     /// `dispositions` sets output streams' flags by index (which audio track is the default).
-    /// `metadata` adds file tags (a phone's `com.apple.quicktime.*` keys, written as it does).
+    /// `metadata` adds file tags (a phone's `com.apple.quicktime.*` keys, written as it does);
+    /// `streamTags` adds tags to output streams by index (mkvmerge's statistics); `color` tags
+    /// the video's primaries and transfer.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
                             retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:],
-                            metadata: [String: String] = [:], languages: [Int: String] = [:]) throws {
+                            metadata: [String: String] = [:], languages: [Int: String] = [:], streamTags: [Int: [String: String]] = [:],
+                            color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -45,6 +48,7 @@ public enum Remuxer {
                 if cover != nil && n == sources.count - 1 { o.pointee.disposition = AV_DISPOSITION_ATTACHED_PIC }
                 if let disposition = dispositions[Int(o.pointee.index)] { o.pointee.disposition = disposition }
                 if let language = languages[Int(o.pointee.index)] { av_dict_set(&o.pointee.metadata, "language", language, 0) }
+                for (key, value) in streamTags[Int(o.pointee.index)] ?? [:] { av_dict_set(&o.pointee.metadata, key, value, 0) }
                 let isVideo = s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
                 if let sar = sampleAspect, isVideo {
                     let q = AVRational(num: Int32(sar.num), den: Int32(sar.den))
@@ -52,6 +56,10 @@ public enum Remuxer {
                     o.pointee.sample_aspect_ratio = q
                 }
                 if let timecode, isVideo { av_dict_set(&o.pointee.metadata, "timecode", timecode, 0) }
+                if let color, isVideo {
+                    o.pointee.codecpar.pointee.color_primaries = color.primaries
+                    o.pointee.codecpar.pointee.color_trc = color.transfer
+                }
                 if let degrees, isVideo, let data = av_stream_new_side_data(o, AV_PKT_DATA_DISPLAYMATRIX, 36) {
                     data.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(degrees)) }
                 }
@@ -70,6 +78,7 @@ public enum Remuxer {
         for (key, value) in metadata { av_dict_set(&out.pointee.metadata, key, value, 0) }
         var options = headerOptions(for: out)
         defer { av_dict_free(&options) }
+        if color != nil { av_dict_set(&options, "movflags", "+write_colr", AV_DICT_APPEND) } // .mov: a colr box
         try check(avformat_write_header(out, &options), "cannot start '\(output)'")
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
         defer { av_packet_free(&packet) }

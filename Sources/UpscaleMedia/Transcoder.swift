@@ -169,6 +169,7 @@ public final class Transcoder {
         } else {
             HeadStart.drop()
         }
+        noteLostLanguages(output)
         do {
             try output.open()
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
@@ -233,6 +234,13 @@ public final class Transcoder {
         output.stream(videoOut).pointee.disposition = videoStream.pointee.disposition | AV_DISPOSITION_DEFAULT
     }
 
+    /// Says which track languages a .mov output leaves out (they were dropped without a word).
+    func noteLostLanguages(_ output: OutputFile) {
+        for (index, code) in output.movLanguagesLost() {
+            logger.notice("stream \(index)'s language '\(code)' cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
+        }
+    }
+
     /// Adds an output stream for every input stream other than the video that the output can
     /// hold (copied, or re-encoded when the container needs it), with the notices about the rest.
     func addRoutes(input: InputFile, videoIndex: Int, output: OutputFile) throws
@@ -258,6 +266,7 @@ public final class Transcoder {
                     let t = try AudioTranscoder(stream: s, path: job.input, globalHeader: output.needsGlobalHeader, longestGap: length)
                     let out = try output.addStream(encoder: t.encoder)
                     av_dict_copy(&output.stream(out).pointee.metadata, s.pointee.metadata, 0)
+                    OutputFile.dropStatistics(&output.stream(out).pointee.metadata)
                     // Which track plays first (default, forced) as in the source: the first
                     // became the default when another was.
                     output.stream(out).pointee.disposition = s.pointee.disposition
@@ -294,6 +303,11 @@ public final class Transcoder {
                 // which is where an .mkv had it (FFmpeg 5.1's Matroska muxer would make a copied
                 // picture a one-frame video track instead); .mov drops it.
                 let picture = s.pointee.attached_pic
+                if job.stripMetadata {
+                    // Its own EXIF would go on (a phone's or camera's location, make, model).
+                    logger.notice("cover art (stream \(i)) is not copied under --strip: it carries its own metadata")
+                    continue
+                }
                 let kind: (mime: String, ext: String)? = switch par.pointee.codec_id {
                 case AV_CODEC_ID_MJPEG: ("image/jpeg", "jpg")
                 case AV_CODEC_ID_PNG: ("image/png", "png")
@@ -312,7 +326,7 @@ public final class Transcoder {
                     logger.notice("cover art (stream \(i), \(codecName)) cannot go in .\(ext); not copied (use .mp4 or .mkv to keep it)")
                 }
             case AVMEDIA_TYPE_VIDEO:
-                logger.notice("extra video stream \(i) (\(codecName)) is not copied; only the first video is upscaled")
+                logger.notice("extra video stream \(i) (\(codecName)) is not copied; only video stream \(videoIndex) is upscaled")
             default:
                 let kind = cName(av_get_media_type_string(par.pointee.codec_type))
                 let tag = fourCC(par.pointee.codec_tag)

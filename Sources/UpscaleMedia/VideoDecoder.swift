@@ -100,22 +100,25 @@ final class VideoDecoder {
         reducesChroma = !highBitDepth && format != AV_PIX_FMT_NONE && !paletted && (isRGB || VideoDecoder.layout(of: format) != .yuv420)
         let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace
-        if isRGB || space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB { space = guess.space }
-        matrix = swsMatrix(for: space, height: Int32(height))
         var primaries = ctx.pointee.color_primaries
         var transfer = ctx.pointee.color_trc
         if isRGB {
-            // RGB is converted with the matrix above; its colours are sRGB's: BT.709 primaries
-            // (SMPTE C was written below 720 lines) and the sRGB curve.
-            primaries = AVCOL_PRI_BT709
-            transfer = AVCOL_TRC_IEC61966_2_1
+            // RGB keeps its primaries and curve; untagged, they are sRGB's (BT.709 primaries,
+            // the sRGB curve). Every tag was replaced by those: a PQ BT.2020 master came out
+            // tagged SDR, P3 as BT.709. It becomes YUV by the matrix HDR and UHD use with
+            // BT.2020 primaries, otherwise by the one its size suggests.
+            if primaries == AVCOL_PRI_UNSPECIFIED { primaries = AVCOL_PRI_BT709 }
+            if transfer == AVCOL_TRC_UNSPECIFIED { transfer = AVCOL_TRC_IEC61966_2_1 }
+            space = primaries == AVCOL_PRI_BT2020 ? AVCOL_SPC_BT2020_NCL : guess.space
         } else {
+            if space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB { space = guess.space }
             // Untagged video is shown as players guess from its size, and an upscale moves it to
             // another guess: SD (BT.601) became HD (BT.709), other colours for the same samples.
             // The output is tagged with what the input was shown as.
             if primaries == AVCOL_PRI_UNSPECIFIED { primaries = guess.primaries }
             if transfer == AVCOL_TRC_UNSPECIFIED { transfer = guess.transfer }
         }
+        matrix = swsMatrix(for: space, height: Int32(height))
         color = ColorDescription(
             range: fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
             primaries: primaries, transfer: transfer, space: space,

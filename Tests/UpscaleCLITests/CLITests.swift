@@ -649,6 +649,15 @@ final class CLITests: XCTestCase {
         let info = try MediaProbe.info(dir.appendingPathComponent("german.mov").path)
         XCTAssertEqual(info.streams.filter { $0.kind == .audio || $0.kind == .subtitle }.map(\.language), ["ger", "fra"])
         XCTAssertEqual(info.chapters.count, 2)
+        // Swedish ("swe") is "sve" in the muxer's table; Croatian has no code there, and is said
+        // to be left out (both were dropped without a word).
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: dir.appendingPathComponent("nordic.mkv").path, languages: [1: "swe", 2: "hrv"])
+        let nordic = try upscale(["nordic.mkv", "-o", "nordic.mov", "--width", "384", "--preset", "ultrafast", "--no-refine"], in: dir)
+        XCTAssertEqual(nordic.status, 0, nordic.stderr)
+        XCTAssertTrue(nordic.stderr.contains("stream 2's language 'hrv' cannot be recorded in .mov"), nordic.stderr)
+        XCTAssertFalse(nordic.stderr.contains("'swe'"), nordic.stderr)
+        let languages = try MediaProbe.info(dir.appendingPathComponent("nordic.mov").path).streams.filter { $0.kind == .audio || $0.kind == .subtitle }.map(\.language)
+        XCTAssertEqual(languages.first, "sve")
     }
 
     /// A device is not a file being written: `upscale /dev/null` said it was being written right

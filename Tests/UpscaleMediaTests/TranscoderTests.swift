@@ -1,3 +1,4 @@
+import CFFmpeg
 import Foundation
 import UpscaleCore
 import UpscaleMedia
@@ -550,6 +551,13 @@ final class TranscoderTests: XCTestCase {
             }
             XCTAssertEqual(try MediaProbe.info(out).video?.width, 384, ext)
         }
+        // --strip keeps them too: the muxer refused an attachment stripped of its name and type
+        // ("cannot start … Invalid argument", nothing written).
+        let stripped = dir.appendingPathComponent("stripped.mkv").path
+        var strip = UpscaleOptions(width: 384, output: stripped, encoder: EncoderSettings(preset: "ultrafast"))
+        strip.stripMetadata = true
+        _ = try run(input, strip)
+        XCTAssertEqual(try MediaProbe.attachments(stripped).map(\.name), ["README.md"])
     }
 
     /// Audio re-encoded to AAC keeps its timing across a gap in its timestamps (a recorder that
@@ -593,6 +601,44 @@ final class TranscoderTests: XCTestCase {
                 XCTAssertEqual(info.streams.filter { $0.kind == .audio }.count, 1)
             }
         }
+        // --strip leaves the cover out: it carries its own EXIF (a camera's location, make,
+        // model), which was copied with it.
+        let out = dir.appendingPathComponent("stripped.mp4").path
+        var strip = UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast"))
+        strip.stripMetadata = true
+        _ = try run(mp4, strip)
+        XCTAssertEqual(try MediaProbe.coverArt(out), [])
+    }
+
+    /// mkvmerge's per-track statistics (bit rate, bytes, frames, its name) and WebM's alpha flag
+    /// describe the source's packets: a re-encoded stream leaves them out (an upscaled video was
+    /// reported at its source's bit rate and size, and an opaque HEVC as having alpha); a copied
+    /// stream keeps them. RGB keeps its primaries and curve (every RGB source was tagged BT.709
+    /// with the sRGB curve: a PQ BT.2020 master came out tagged SDR).
+    func testStaleStatisticsAreDroppedAndRGBKeepsItsColourTags() throws {
+        let dir = try workspace(copying: ["street-2s.mp4", "street-qtrle.mov"])
+        let stats = ["BPS": "318384", "NUMBER_OF_BYTES": "39798", "NUMBER_OF_FRAMES": "48", "_STATISTICS_WRITING_APP": "mkvmerge v74.0.0"]
+        let input = dir.appendingPathComponent("muxed.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: input,
+                         streamTags: [0: stats.merging(["alpha_mode": "1"]) { a, _ in a }, 1: stats])
+        XCTAssertEqual(try MediaProbe.info(input).streams[0].tags["BPS"], "318384")
+        let out = dir.appendingPathComponent("out.mkv").path
+        _ = try run(input, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        let streams = try MediaProbe.info(out).streams
+        let video = try XCTUnwrap(streams.first { $0.kind == .video })
+        for key in ["BPS", "NUMBER_OF_BYTES", "NUMBER_OF_FRAMES", "_STATISTICS_WRITING_APP", "ALPHA_MODE"] {
+            XCTAssertNil(video.tags.first { $0.key.uppercased() == key }, "\(key): \(video.tags)")
+        }
+        XCTAssertFalse(video.alphaTagged)
+        XCTAssertEqual(streams.first { $0.kind == .audio }?.tags["BPS"], "318384", "the copied audio keeps its own")
+
+        let hdr = dir.appendingPathComponent("rgb-pq.mov").path
+        try Remuxer.copy(dir.appendingPathComponent("street-qtrle.mov").path, to: hdr, color: (AVCOL_PRI_BT2020, AVCOL_TRC_SMPTE2084))
+        let source = try XCTUnwrap(try MediaProbe.info(hdr).video)
+        XCTAssertEqual([source.colorPrimaries, source.colorTransfer], ["bt2020", "smpte2084"])
+        let (job, _) = try run(hdr, UpscaleOptions(output: dir.appendingPathComponent("rgb-pq.mkv").path, encoder: EncoderSettings(codec: .ffv1)))
+        let result = try XCTUnwrap(try MediaProbe.info(job.output).video)
+        XCTAssertEqual([result.colorPrimaries, result.colorTransfer, result.colorSpace], ["bt2020", "smpte2084", "bt2020nc"])
     }
 
     /// A phone's QuickTime keys (an iPhone's location, make and model; Android's capture rate,
