@@ -18,6 +18,7 @@
 #include <libavutil/mastering_display_metadata.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
+#include <libavutil/spherical.h>
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 

@@ -12,7 +12,10 @@ public final class StillImage {
     /// HEVC .mov.)
     /// (Netpbm's .ppm/.pgm/.pnm/.pfm and JPEG 2000's .j2k/.jpx became a HEVC .mov the same way.)
     public static let extensions: Set<String> = ["jpg", "jpeg", "jfif", "jpe", "png", "webp", "tif", "tiff", "gif", "heic", "heif",
-                                                 "avif", "jxl", "jp2", "j2k", "jpx", "bmp", "tga", "ppm", "pgm", "pnm", "pfm"]
+                                                 "avif", "jxl", "jp2", "j2k", "jpx", "bmp", "tga", "ppm", "pgm", "pnm", "pfm", "pbm",
+                                                 // Drawn at their own size (SVG) or read through ImageMagick (icons,
+                                                 // Photoshop, PCX): they became one-frame HEVC movies.
+                                                 "svg", "svgz", "ico", "cur", "psd", "pcx"]
     /// `--format` names (and output name suffixes) and the suffix each writes.
     public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "png": "png", "webp": "webp",
                                                     "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
@@ -212,8 +215,7 @@ public final class StillImage {
 
     /// Upscales to `size` with the core and saves to `path` (its suffix picks the format):
     /// the colour planes premultiplied by alpha (transparent pixels lend no colour to their
-    /// neighbours) with Lanczos and, where trained, the edge refinement; alpha with plain
-    /// Lanczos. The output is made in strips of about `stripBytes` (whole bands of the core),
+    /// neighbours) and alpha, each with Lanczos and, where trained, the edge refinement. The output is made in strips of about `stripBytes` (whole bands of the core),
     /// appended to a raw file beside `path` that libvips maps and saves from, so only the input
     /// and one strip are ever in memory. Returns whether the refinement ran, or nil when
     /// `cancelled` said so between strips (nothing is saved then).
@@ -224,7 +226,11 @@ public final class StillImage {
         let layout: ChromaLayout = colourBands == 1 ? .gray : .rgb
         let refiner = refine ? EdgeRefiner.trained(input: (width, height), output: size) : nil
         let colourScaler = FrameScaler(input: (width, height), output: size, layout: layout, kernel: kernel, threads: threads, refiner: refiner)
-        let alphaScaler = FrameScaler(input: (width, height), output: size, layout: .gray, kernel: kernel, threads: threads)
+        // Alpha gets the colour's refinement: premultiplied colour divided by an alpha scaled
+        // otherwise came out darker at every soft edge (a red disc's rim nearly black, a grey
+        // outline around a white logo). For a single colour the two planes are the same shape,
+        // refined alike, and the division gives the colour back.
+        let alphaScaler = FrameScaler(input: (width, height), output: size, layout: .gray, kernel: kernel, threads: threads, refiner: refiner)
         precondition((0..<colourScaler.bandCount).allSatisfy { colourScaler.rows(band: $0) == alphaScaler.rows(band: $0) },
                      "colour and alpha bands differ")
         let bands = colourBands + (hasAlpha ? 1 : 0)

@@ -29,20 +29,29 @@ final class PixelConverter {
         destination: (width: Int32, height: Int32, format: AVPixelFormat),
         matrix: Int32, fullRange: Bool, destinationFullRange: Bool? = nil
     ) throws {
+        let range: Int32 = fullRange ? 1 : 0
+        let destinationRange: Int32 = (destinationFullRange ?? fullRange) ? 1 : 0
         let newKey = (source.width, source.height, source.format.rawValue,
                       destination.width, destination.height, destination.format.rawValue)
         if let key, key == newKey, context != nil { return }
         sws_freeContext(context)
-        context = sws_getContext(
-            source.width, source.height, source.format,
-            destination.width, destination.height, destination.format,
-            flags, nil, nil, nil)
-        guard context != nil else {
+        // The ranges are set before the context is made: libswscale 6 applies a range change
+        // given afterwards (sws_setColorspaceDetails) only to 8-bit YUV sources, and copies a
+        // picture whose format does not change as it is. Full-range 10-bit went into ProRes
+        // unconverted, tagged limited.
+        context = sws_alloc_context()
+        guard let context else { throw UpscaleError(.processing, "out of memory") }
+        let options: [(String, Int64)] = [
+            ("srcw", Int64(source.width)), ("srch", Int64(source.height)), ("src_format", Int64(source.format.rawValue)),
+            ("dstw", Int64(destination.width)), ("dsth", Int64(destination.height)), ("dst_format", Int64(destination.format.rawValue)),
+            ("sws_flags", Int64(flags)), ("src_range", Int64(range)), ("dst_range", Int64(destinationRange))]
+        for (name, value) in options { av_opt_set_int(UnsafeMutableRawPointer(context), name, value, 0) }
+        guard sws_init_context(context, nil, nil) >= 0 else {
+            sws_freeContext(context)
+            self.context = nil
             throw UpscaleError(.processing, "libswscale cannot convert \(pixelFormatName(source.format)) to \(pixelFormatName(destination.format))")
         }
         let coefficients = sws_getCoefficients(matrix)
-        let range: Int32 = fullRange ? 1 : 0
-        let destinationRange: Int32 = (destinationFullRange ?? fullRange) ? 1 : 0
         sws_setColorspaceDetails(context, coefficients, range, coefficients, destinationRange, 0, 1 << 16, 1 << 16)
         key = newKey
     }

@@ -117,12 +117,14 @@ final class AudioTranscoder {
                 // A gap in the input's timestamps (a recorder that paused, a stretch lost to
                 // damage): the AAC frames are numbered by their samples, so the sound after it
                 // would play early by the gap. Silence fills it, as long as it is, once it is over
-                // 0.1 s (FFmpeg's resampler waits as long before it compensates: jitter and slow
-                // clock drift are left alone).
+                // 20 ms: Matroska's millisecond timestamps jitter below that, and what is left
+                // unfilled counts in the next gap, so the sound is never more than 20 ms early.
+                // (At 0.1 s, one 85 ms dropout left the sound 85 ms early for the rest of the file;
+                // about 45 ms of lead is noticeable.)
                 let rate = Int64(encoder.pointee.sample_rate)
                 let expected = firstPTS + samplesIn + swr_get_delay(resampler, rate)
                 let gap = av_rescale_q(pts, inputTimeBase, encoder.pointee.time_base) - expected
-                if gap > rate / 10 && Double(gap) <= longestGap * Double(rate) { try fillSilence(gap, emit: emit) }
+                if gap > rate / 50 && Double(gap) <= longestGap * Double(rate) { try fillSilence(gap, emit: emit) }
             }
             try resample(decoded)
             av_frame_unref(decoded)

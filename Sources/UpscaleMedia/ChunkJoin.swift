@@ -74,6 +74,7 @@ extension Transcoder {
             av_packet_free(&video)
             av_packet_free(&other)
         }
+        let hidden = HiddenPackets(muxer: output.muxerName)
         var chunkIndex = 0
         var chunk = try ChunkReader(path: firstPath)
         var haveVideo = false, haveOther = false, otherDone = routes.isEmpty
@@ -122,7 +123,7 @@ extension Transcoder {
                     switch routes[index]! {
                     case .copy(let out):
                         other!.pointee.pos = -1
-                        try output.write(other!, stream: out)
+                        try hidden.pass(other!, stream: out) { try output.write($0, stream: out) }
                     case .audio(let t, let out):
                         try t.transcode(other) { try output.write($0, stream: out) }
                     case .subtitles(let t, let out):
@@ -133,6 +134,9 @@ extension Transcoder {
                 }
             }
             for case .audio(let t, let out) in routes.values {
+                try t.transcode(nil) { try output.write($0, stream: out) }
+            }
+            for case .subtitles(let t, let out) in routes.values {
                 try t.transcode(nil) { try output.write($0, stream: out) }
             }
             placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)

@@ -3,14 +3,17 @@ import CFFmpeg
 /// HDR10 static metadata: mastering display colour volume and content light level,
 /// in the units x265's `master-display` and `max-cll` parameters take.
 public struct HDRMetadata: Sendable, Equatable {
-    /// Display primaries and white point, in 0.00002 units: (G, B, R, WP) x and y.
-    public var green: (x: Int, y: Int)
-    public var blue: (x: Int, y: Int)
-    public var red: (x: Int, y: Int)
-    public var whitePoint: (x: Int, y: Int)
+    /// Display primaries and white point, in 0.00002 units: (G, B, R, WP) x and y; all 0
+    /// when the source gives only its content light level.
+    public var green: (x: Int, y: Int) = (0, 0)
+    public var blue: (x: Int, y: Int) = (0, 0)
+    public var red: (x: Int, y: Int) = (0, 0)
+    public var whitePoint: (x: Int, y: Int) = (0, 0)
     /// Luminance in 0.0001 cd/m² units.
-    public var maxLuminance: Int
-    public var minLuminance: Int
+    public var maxLuminance = 0
+    public var minLuminance = 0
+    /// Whether the source gave a mastering display (the fields above).
+    public var hasMasteringDisplay = false
     /// MaxCLL and MaxFALL in cd/m², nil when the source has none.
     public var contentLight: (maxCLL: Int, maxFALL: Int)?
 
@@ -18,36 +21,61 @@ public struct HDRMetadata: Sendable, Equatable {
         a.x265Parameters == b.x265Parameters
     }
 
-    /// "master-display=G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min):max-cll=C,F" for x265.
+    /// "master-display=G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min):max-cll=C,F" for x265, either part
+    /// alone when the source has only that.
     public var x265Parameters: String {
-        var text = "master-display=G(\(green.x),\(green.y))B(\(blue.x),\(blue.y))R(\(red.x),\(red.y))"
-            + "WP(\(whitePoint.x),\(whitePoint.y))L(\(maxLuminance),\(minLuminance))"
-        if let cll = contentLight { text += ":max-cll=\(cll.maxCLL),\(cll.maxFALL)" }
-        return text
+        var parts: [String] = []
+        if hasMasteringDisplay {
+            parts.append("master-display=G(\(green.x),\(green.y))B(\(blue.x),\(blue.y))R(\(red.x),\(red.y))"
+                + "WP(\(whitePoint.x),\(whitePoint.y))L(\(maxLuminance),\(minLuminance))")
+        }
+        if let cll = contentLight { parts.append("max-cll=\(cll.maxCLL),\(cll.maxFALL)") }
+        return parts.joined(separator: ":")
     }
 
-    /// Reads the metadata from a decoded frame's side data (HEVC/AV1 carry it in the bitstream).
-    init?(frame: UnsafeMutablePointer<AVFrame>) {
-        guard let side = av_frame_get_side_data(frame, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA) else { return nil }
-        let m = UnsafeRawPointer(side.pointee.data).assumingMemoryBound(to: AVMasteringDisplayMetadata.self).pointee
-        guard m.has_primaries != 0 || m.has_luminance != 0 else { return nil }
-        func chroma(_ q: AVRational) -> Int { Int((q.double * 50_000).rounded()) }
-        func luma(_ q: AVRational) -> Int { Int((q.double * 10_000).rounded()) }
-        // AVMasteringDisplayMetadata orders primaries R, G, B.
-        let p = withUnsafeBytes(of: m.display_primaries) { Array($0.bindMemory(to: AVRational.self)) }
-        red = (chroma(p[0]), chroma(p[1]))
-        green = (chroma(p[2]), chroma(p[3]))
-        blue = (chroma(p[4]), chroma(p[5]))
-        let wp = withUnsafeBytes(of: m.white_point) { Array($0.bindMemory(to: AVRational.self)) }
-        whitePoint = (chroma(wp[0]), chroma(wp[1]))
-        maxLuminance = luma(m.max_luminance)
-        minLuminance = luma(m.min_luminance)
-        if let light = av_frame_get_side_data(frame, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL) {
-            let c = UnsafeRawPointer(light.pointee.data).assumingMemoryBound(to: AVContentLightMetadata.self).pointee
-            contentLight = (Int(c.MaxCLL), Int(c.MaxFALL))
-        } else {
-            contentLight = nil
+    /// From FFmpeg's two side-data records, either of which may be missing; nil without both.
+    init?(mastering: UnsafeRawPointer?, light: UnsafeRawPointer?) {
+        if let mastering {
+            let m = mastering.assumingMemoryBound(to: AVMasteringDisplayMetadata.self).pointee
+            if m.has_primaries != 0 || m.has_luminance != 0 {
+                func chroma(_ q: AVRational) -> Int { q.den == 0 ? 0 : Int((q.double * 50_000).rounded()) }
+                func luma(_ q: AVRational) -> Int { q.den == 0 ? 0 : Int((q.double * 10_000).rounded()) }
+                // AVMasteringDisplayMetadata orders primaries R, G, B.
+                let p = withUnsafeBytes(of: m.display_primaries) { Array($0.bindMemory(to: AVRational.self)) }
+                red = (chroma(p[0]), chroma(p[1]))
+                green = (chroma(p[2]), chroma(p[3]))
+                blue = (chroma(p[4]), chroma(p[5]))
+                let wp = withUnsafeBytes(of: m.white_point) { Array($0.bindMemory(to: AVRational.self)) }
+                whitePoint = (chroma(wp[0]), chroma(wp[1]))
+                maxLuminance = luma(m.max_luminance)
+                minLuminance = luma(m.min_luminance)
+                hasMasteringDisplay = true
+            }
         }
+        if let light {
+            let c = light.assumingMemoryBound(to: AVContentLightMetadata.self).pointee
+            if c.MaxCLL > 0 || c.MaxFALL > 0 { contentLight = (Int(c.MaxCLL), Int(c.MaxFALL)) }
+        }
+        guard hasMasteringDisplay || contentLight != nil else { return nil }
+    }
+
+    /// Reads the metadata from a decoded frame's side data (HEVC/AV1 carry it in the bitstream)
+    /// and, for what the frame lacks, from the stream's (Matroska's Colour, MP4's mdcv/clli or
+    /// SmDm/CoLL boxes: VP9 HDR10 from YouTube has it there only). A content light level with
+    /// no mastering display is kept too.
+    init?(frame: UnsafeMutablePointer<AVFrame>?, stream: UnsafeMutablePointer<AVStream>) {
+        func frameData(_ type: AVFrameSideDataType) -> UnsafeRawPointer? {
+            frame.flatMap { av_frame_get_side_data($0, type) }.map { UnsafeRawPointer($0.pointee.data) }
+        }
+        func streamData(_ type: AVPacketSideDataType, _ size: Int) -> UnsafeRawPointer? {
+            var length = 0
+            guard let data = av_stream_get_side_data(stream, type, &length), length >= size else { return nil }
+            return UnsafeRawPointer(data)
+        }
+        self.init(mastering: frameData(AV_FRAME_DATA_MASTERING_DISPLAY_METADATA)
+                    ?? streamData(AV_PKT_DATA_MASTERING_DISPLAY_METADATA, MemoryLayout<AVMasteringDisplayMetadata>.size),
+                  light: frameData(AV_FRAME_DATA_CONTENT_LIGHT_LEVEL)
+                    ?? streamData(AV_PKT_DATA_CONTENT_LIGHT_LEVEL, MemoryLayout<AVContentLightMetadata>.size))
     }
 
     /// The HDR10 metadata of a file's first video frame, if it has any.
@@ -68,8 +96,8 @@ public struct HDRMetadata: Sendable, Equatable {
         }
         var sentEnd = false
         while true {
-            if avcodec_receive_frame(ctx, frame) >= 0 { return HDRMetadata(frame: frame!) }
-            if sentEnd { return nil }
+            if avcodec_receive_frame(ctx, frame) >= 0 { return HDRMetadata(frame: frame!, stream: stream) }
+            if sentEnd { return HDRMetadata(frame: nil, stream: stream) }
             if try input.read(into: packet!) {
                 if Int(packet!.pointee.stream_index) == index { _ = avcodec_send_packet(ctx, packet) }
                 av_packet_unref(packet)

@@ -45,6 +45,8 @@ public struct StreamInfo: Sendable {
     public let fieldOrder: String
     /// Every tag of the stream as FFmpeg reads it.
     public let tags: [String: String]
+    /// A 360° video's projection as FFmpeg names it ("equirectangular"), nil for a flat one.
+    public let projection: String?
 
     /// Interlaced video: pictures made of two fields taken at different times.
     public var isInterlaced: Bool { ["tt", "bb", "tb", "bt"].contains(fieldOrder) }
@@ -139,7 +141,8 @@ public enum MediaProbe {
                 colorTransfer: cName(av_color_transfer_name(par.color_trc)),
                 colorSpace: cName(av_color_space_name(par.color_space)),
                 fieldOrder: fieldOrderName(par.field_order),
-                tags: Dictionary(entries(of: s.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })))
+                tags: Dictionary(entries(of: s.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last }),
+                projection: sphericalProjection(of: s)))
         }
         let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
         var chapters: [(String, Double, Double)] = []
@@ -354,4 +357,12 @@ func layoutName(_ layout: AVChannelLayout) -> String {
     var copy = layout
     var buffer = [CChar](repeating: 0, count: 128)
     return av_channel_layout_describe(&copy, &buffer, buffer.count) >= 0 ? String(cString: buffer) : ""
+}
+
+/// The name of a stream's 360° projection, if it has one.
+private func sphericalProjection(of stream: UnsafeMutablePointer<AVStream>) -> String? {
+    var size = 0
+    guard let data = av_stream_get_side_data(stream, AV_PKT_DATA_SPHERICAL, &size), size >= MemoryLayout<AVSphericalMapping>.size else { return nil }
+    let mapping = UnsafeRawPointer(data).assumingMemoryBound(to: AVSphericalMapping.self)
+    return String(cString: av_spherical_projection_name(mapping.pointee.projection))
 }

@@ -10,6 +10,8 @@ final class OutputFile {
     private var opened = false
     private var closed = false
     private var encoderTimeBases: [Int: AVRational] = [:]
+    /// Copied Opus into Matroska: its codec delay, added back to its timestamps (see addCopiedStream).
+    private var codecDelays: [Int: Int64] = [:]
     /// Subtracted from every timestamp written (and from chapter times), in microseconds: the
     /// input's start, so the output starts at 0 as the ffmpeg command's does. MPEG-TS files
     /// start at 1.4 s and more (an hour in, for a recording), which became an empty stretch
@@ -113,6 +115,14 @@ final class OutputFile {
         av_dict_copy(&stream.pointee.metadata, input.pointee.metadata, 0)
         let index = Int(stream.pointee.index)
         encoderTimeBases[index] = input.pointee.time_base
+        // FFmpeg 5.1's Matroska reader takes Opus's codec delay (CodecDelay, 312 samples) off
+        // the timestamps and its writer records it without adding it back: the sound began
+        // 6.5 ms before 0, the muxer moved every stream by that, and each generation of an
+        // upscale moved the picture 7 ms later. Added back here, as newer FFmpeg does.
+        let par = input.pointee.codecpar.pointee
+        if ["matroska", "webm"].contains(muxerName), par.codec_id == AV_CODEC_ID_OPUS, par.initial_padding > 0 {
+            codecDelays[index] = av_rescale_q(Int64(par.initial_padding), AVRational(num: 1, den: 48_000), input.pointee.time_base)
+        }
         return index
     }
 
@@ -129,12 +139,19 @@ final class OutputFile {
         UpscaleMedia.copyChapters(from: input, into: context, movedBy: -startOffset)
     }
 
-    /// Copies the input video's display matrix, so players rotate the output as they did the input.
+    /// Copies how the input video is shown: its display matrix (players rotate the output as
+    /// they did the input), its 360° projection and its stereo 3D layout. The last two were
+    /// dropped: an upscaled 360° video played as a flat equirectangular picture, and
+    /// side-by-side 3D lost what explained its doubled width.
     func copyRotation(from input: UnsafeMutablePointer<AVStream>, to videoStream: Int) {
-        var size: Int = 0
-        guard let data = av_stream_get_side_data(input, AV_PKT_DATA_DISPLAYMATRIX, &size), size >= 36,
-              let copy = av_stream_new_side_data(stream(videoStream), AV_PKT_DATA_DISPLAYMATRIX, size) else { return }
-        copy.update(from: data, count: size)
+        for (type, least) in [(AV_PKT_DATA_DISPLAYMATRIX, 36), (AV_PKT_DATA_SPHERICAL, 1), (AV_PKT_DATA_STEREO3D, 1)] {
+            var size: Int = 0
+            guard let data = av_stream_get_side_data(input, type, &size), size >= least,
+                  let copy = av_stream_new_side_data(stream(videoStream), type, size) else { continue }
+            copy.update(from: data, count: size)
+            // FFmpeg writes .mov/.mp4's boxes for them (sv3d, st3d) only when told it may.
+            if type != AV_PKT_DATA_DISPLAYMATRIX { context.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL }
+        }
     }
 
     func copyMetadata(from input: UnsafeMutablePointer<AVFormatContext>, videoStream: Int, from inputStream: UnsafeMutablePointer<AVStream>) {
@@ -238,6 +255,10 @@ final class OutputFile {
     /// Writes one packet; `packet`'s timestamps are in the time base its stream was added with.
     func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws {
         packet.pointee.stream_index = Int32(index)
+        if let delay = codecDelays[index] {
+            if packet.pointee.pts != noPTS { packet.pointee.pts += delay }
+            if packet.pointee.dts != noPTS { packet.pointee.dts += delay }
+        }
         if startOffset != 0 {
             let shift = av_rescale_q(startOffset, AVRational(num: 1, den: AV_TIME_BASE), encoderTimeBases[index]!)
             if packet.pointee.pts != noPTS { packet.pointee.pts -= shift }
@@ -477,4 +498,45 @@ func addAttachment(_ data: UnsafeRawBufferPointer, filename: String, mimetype: S
     stream.pointee.codecpar.pointee.extradata_size = Int32(data.count)
     av_dict_set(&stream.pointee.metadata, "filename", filename, 0)
     av_dict_set(&stream.pointee.metadata, "mimetype", mimetype, 0)
+}
+
+/// Copied packets into a container without edit lists (Matroska, WebM). Of the packets an
+/// MP4/MOV edit list hides (read with AV_PKT_FLAG_DISCARD: a stream-copied cut's run-in, AAC's
+/// priming), only the last before a stream's first shown packet is written, as the decoder's
+/// run-in. All were written, and the muxer moved every stream by their length: a cut's picture
+/// started a second late, the sound cut away was heard, and the chapters were a second early.
+final class HiddenPackets {
+    private let active: Bool
+    private var held: [Int: UnsafeMutablePointer<AVPacket>] = [:]
+    private var shown: Set<Int> = []
+
+    init(muxer: String?) {
+        active = ["matroska", "webm"].contains(muxer ?? "")
+    }
+
+    deinit {
+        for packet in held.values {
+            var owned: UnsafeMutablePointer<AVPacket>? = packet
+            av_packet_free(&owned)
+        }
+    }
+
+    /// Hands `write` what to write now for `packet` of output stream `stream`: nothing, or
+    /// the packet, after the hidden one held before it.
+    func pass(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, write: (UnsafeMutablePointer<AVPacket>) throws -> Void) rethrows {
+        guard active, !shown.contains(stream) else { return try write(packet) }
+        if packet.pointee.flags & AV_PKT_FLAG_DISCARD != 0 {
+            var earlier = held[stream]
+            av_packet_free(&earlier)
+            held[stream] = av_packet_clone(packet)
+            return
+        }
+        shown.insert(stream)
+        if let runIn = held.removeValue(forKey: stream) {
+            var owned: UnsafeMutablePointer<AVPacket>? = runIn
+            defer { av_packet_free(&owned) }
+            try write(runIn)
+        }
+        try write(packet)
+    }
 }

@@ -19,14 +19,17 @@ public enum Remuxer {
     /// `dispositions` sets output streams' flags by index (which audio track is the default).
     /// `metadata` adds file tags (a phone's `com.apple.quicktime.*` keys, written as it does);
     /// `streamTags` adds tags to output streams by index (mkvmerge's statistics); `color` tags
-    /// the video's primaries and transfer.
+    /// the video's primaries and transfer, `range` its range; `hdr` puts HDR10 metadata on the
+    /// video stream (where Matroska and MP4 keep it, outside the bitstream); `spherical` makes it
+    /// an equirectangular 360° video.
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
                             attaching attachments: [(path: String, mimeType: String)] = [], adding extras: [String] = [], cover: String? = nil,
                             retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:],
                             metadata: [String: String] = [:], languages: [Int: String] = [:], streamTags: [Int: [String: String]] = [:],
-                            color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil) throws {
+                            color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil,
+                            range: AVColorRange? = nil, hdr: HDRMetadata? = nil, spherical: Bool = false) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -56,6 +59,19 @@ public enum Remuxer {
                     o.pointee.sample_aspect_ratio = q
                 }
                 if let timecode, isVideo { av_dict_set(&o.pointee.metadata, "timecode", timecode, 0) }
+                if let range, isVideo { o.pointee.codecpar.pointee.color_range = range }
+                if let hdr, isVideo { addSideData(hdr, to: o) }
+                if spherical, isVideo {
+                    // An equirectangular 360° video, as 360° cameras write it (.mov/.mp4: sv3d).
+                    var size = 0
+                    if let mapping = av_spherical_alloc(&size) {
+                        mapping.pointee.projection = AV_SPHERICAL_EQUIRECTANGULAR
+                        if av_stream_add_side_data(o, AV_PKT_DATA_SPHERICAL, UnsafeMutableRawPointer(mapping).assumingMemoryBound(to: UInt8.self), size) < 0 {
+                            av_free(mapping)
+                        }
+                    }
+                    out.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL
+                }
                 if let color, isVideo {
                     o.pointee.codecpar.pointee.color_primaries = color.primaries
                     o.pointee.codecpar.pointee.color_trc = color.transfer
@@ -109,5 +125,28 @@ public enum Remuxer {
             }
         }
         try check(av_write_trailer(out), "finishing '\(output)' failed", kind: .output)
+    }
+}
+
+/// HDR10 metadata as stream side data: the mastering display when given, the content light level when given.
+private func addSideData(_ hdr: HDRMetadata, to stream: UnsafeMutablePointer<AVStream>) {
+    if hdr.hasMasteringDisplay,
+       let raw = av_stream_new_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, MemoryLayout<AVMasteringDisplayMetadata>.size) {
+        let m = UnsafeMutableRawPointer(raw).bindMemory(to: AVMasteringDisplayMetadata.self, capacity: 1)
+        func chroma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 50_000) }
+        func luma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 10_000) }
+        m.pointee.display_primaries = ((chroma(hdr.red.x), chroma(hdr.red.y)), (chroma(hdr.green.x), chroma(hdr.green.y)),
+                                       (chroma(hdr.blue.x), chroma(hdr.blue.y)))
+        m.pointee.white_point = (chroma(hdr.whitePoint.x), chroma(hdr.whitePoint.y))
+        m.pointee.max_luminance = luma(hdr.maxLuminance)
+        m.pointee.min_luminance = luma(hdr.minLuminance)
+        m.pointee.has_primaries = 1
+        m.pointee.has_luminance = 1
+    }
+    if let light = hdr.contentLight,
+       let raw = av_stream_new_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, MemoryLayout<AVContentLightMetadata>.size) {
+        let c = UnsafeMutableRawPointer(raw).bindMemory(to: AVContentLightMetadata.self, capacity: 1)
+        c.pointee.MaxCLL = UInt32(light.maxCLL)
+        c.pointee.MaxFALL = UInt32(light.maxFALL)
     }
 }

@@ -44,11 +44,16 @@ final class SubtitleTranscoder {
         av_packet_free(&p)
     }
 
-    /// Converts one subtitle packet; the converted packet (timestamps in the input time base) goes to `emit`.
-    func transcode(_ input: UnsafeMutablePointer<AVPacket>, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+    /// Converts one subtitle packet, or with nil gives what a decoder with delay still holds
+    /// (closed captions); the converted packet (timestamps in the input time base) goes to `emit`.
+    func transcode(_ input: UnsafeMutablePointer<AVPacket>?, emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
+        let delayed = decoder.pointee.codec.pointee.capabilities & AV_CODEC_CAP_DELAY != 0
+        guard input != nil || delayed else { return }
+        var empty: UnsafeMutablePointer<AVPacket>? = input == nil ? av_packet_alloc() : nil
+        defer { av_packet_free(&empty) }
         var subtitle = AVSubtitle()
         var got: Int32 = 0
-        let decoded = avcodec_decode_subtitle2(decoder, &subtitle, &got, input)
+        let decoded = avcodec_decode_subtitle2(decoder, &subtitle, &got, input ?? empty!)
         guard decoded >= 0, got != 0 else { return }
         defer { avsubtitle_free(&subtitle) }
         let size = buffer.withUnsafeMutableBufferPointer {
@@ -58,9 +63,22 @@ final class SubtitleTranscoder {
         try check(av_new_packet(packet, size), "out of memory")
         defer { av_packet_unref(packet) }
         buffer.withUnsafeBufferPointer { packet.pointee.data.update(from: $0.baseAddress!, count: Int(size)) }
-        packet.pointee.pts = input.pointee.pts
-        packet.pointee.dts = input.pointee.pts
-        packet.pointee.duration = input.pointee.duration
+        if delayed || input == nil {
+            // A decoder with delay (EIA-608 captions) gives a caption while decoding a later
+            // packet: its time is the subtitle's own. Stamped with the packet's, every caption
+            // showed when the next should, and the last (given only at the end) was lost.
+            let start = av_rescale_q(subtitle.pts, AVRational(num: 1, den: AV_TIME_BASE), inputTimeBase)
+                + av_rescale_q(Int64(subtitle.start_display_time), AVRational(num: 1, den: 1000), inputTimeBase)
+            let shown = subtitle.end_display_time > subtitle.start_display_time && subtitle.end_display_time != UInt32.max
+                ? av_rescale_q(Int64(subtitle.end_display_time - subtitle.start_display_time), AVRational(num: 1, den: 1000), inputTimeBase)
+                : input?.pointee.duration ?? 0
+            packet.pointee.pts = subtitle.pts == noPTS ? input?.pointee.pts ?? noPTS : start
+            packet.pointee.duration = shown
+        } else {
+            packet.pointee.pts = input!.pointee.pts
+            packet.pointee.duration = input!.pointee.duration
+        }
+        packet.pointee.dts = packet.pointee.pts
         try emit(packet)
     }
 }

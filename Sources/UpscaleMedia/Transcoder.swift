@@ -226,6 +226,11 @@ public final class Transcoder {
                        sampleAspect: AVRational) {
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
         output.copyRotation(from: videoStream, to: videoOut)
+        var size = 0
+        if output.muxerName == "mov", av_stream_get_side_data(videoStream, AV_PKT_DATA_SPHERICAL, &size) != nil {
+            // FFmpeg 5.1 writes the sv3d box into .mp4 only.
+            logger.notice("'\(job.input)' is a 360° video: .mov keeps no projection with this FFmpeg, so players show it flat; use .mp4 or .mkv")
+        }
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
         output.stream(videoOut).pointee.sample_aspect_ratio = sampleAspect
@@ -410,6 +415,7 @@ public final class Transcoder {
         if let range { total = range.frames }
         let framesTotal = total > 0 ? total : nil
 
+        let hidden = HiddenPackets(muxer: (output as? OutputFile)?.muxerName)
         let readStage = {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
             defer { av_packet_free(&packet) }
@@ -492,7 +498,7 @@ public final class Transcoder {
                         switch route {
                         case .copy(let out):
                             packet!.pointee.pos = -1
-                            forward(packet!, out)
+                            hidden.pass(packet!, stream: out) { forward($0, out) }
                         case .audio(let t, let out):
                             try t.transcode(packet) { forward($0, out) }
                         case .subtitles(let t, let out):
@@ -515,6 +521,9 @@ public final class Transcoder {
                 }
                 if heldDamage != nil, let place = decoder.damage?.place { self.endDamage.withLock { $0 = place } }
                 for case .audio(let t, let out) in routes.values {
+                    try t.transcode(nil) { forward($0, out) }
+                }
+                for case .subtitles(let t, let out) in routes.values {
                     try t.transcode(nil) { forward($0, out) }
                 }
                 decoded.finish()

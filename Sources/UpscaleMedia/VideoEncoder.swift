@@ -137,7 +137,9 @@ final class VideoEncoder {
         if opened < 0 {
             throw UpscaleError(.processing, "cannot open the \(name) encoder at \(width)x\(height): \(ffmpegErrorText(opened))")
         }
-        if softwareFormat != inputFormat {
+        // A change of range needs a conversion too (full-range 10-bit 4:2:2 into ProRes went in
+        // as it was, tagged limited: crushed blacks, clipped highlights).
+        if softwareFormat != inputFormat || fullRange != (outputRange == AVCOL_RANGE_JPEG) {
             converted = av_frame_alloc()
             converted!.pointee.format = softwareFormat.rawValue
             converted!.pointee.width = Int32(width)

@@ -116,12 +116,14 @@ extension UpscaleCommand {
         let inputURL = URL(fileURLWithPath: input)
         let named = stillExtension(input: input, pngFallback: false)
         var ext = named
+        // A file named by --output has its own extension; only a name made here takes the input's.
+        // (An SVG given "-o logo.png" was refused: "cannot write .svg files".)
         if self.output.map({ JobPlanner.isDirectory($0) || childBatch || $0.hasSuffix("/") }) ?? true {
             ext = stillExtension(input: input)
             if ext != named { logger.notice("this libvips cannot write .\(named) files; '\(input)' is saved as .png (or choose --format)") }
-        }
-        guard StillImage.canSave(extension: ext) else {
-            throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
+            guard StillImage.canSave(extension: ext) else {
+                throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
+            }
         }
         var output: String
         if let given = self.output, !(JobPlanner.isDirectory(given) || childBatch || given.hasSuffix("/")) {

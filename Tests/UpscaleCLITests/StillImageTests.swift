@@ -296,6 +296,20 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(denseOut.pointee.Yres * 25.4, 300, accuracy: 0.5)
     }
 
+    /// An SVG is a still: drawn at its own size, upscaled, saved as PNG (libvips writes no SVG).
+    /// It was taken for video and became a one-frame HEVC .mov, and "-o logo.png" was refused.
+    func testSVGIsUpscaledAsAStill() throws {
+        let svg = path("logo.svg")
+        try Data(##"<svg xmlns="http://www.w3.org/2000/svg" width="64" height="48"><rect width="64" height="48" fill="#fff"/><circle cx="32" cy="24" r="16" fill="#c00"/></svg>"##.utf8)
+            .write(to: URL(fileURLWithPath: svg))
+        let result = try run([svg, "--scale", "2"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let out = try header(path("logo Upscaled.png"))
+        XCTAssertEqual([out.width, out.height], [128, 96])
+        XCTAssertEqual(try run([svg, "--width", "256", "-o", path("logo.png")]).status, 0)
+        XCTAssertEqual(try header(path("logo.png")).width, 256)
+    }
+
     func testTransparentEdgesGetNoFringeAndAlphaGrayAnd16BitAreKept() throws {
         // A red disc on a transparent background whose hidden colour is green.
         let size = 64
@@ -324,16 +338,20 @@ final class StillImageTests: XCTestCase {
         let memory = try XCTUnwrap(vips_image_write_to_memory(outImage, &bytes))
         upscale_vips_unref(outImage)
         let pixels = memory.assumingMemoryBound(to: UInt8.self)
-        var worstGreen = 0, edgePixels = 0
+        var worstGreen = 0, worstRed = 255, edgePixels = 0
         for i in stride(from: 0, to: bytes, by: 4) where pixels[i + 3] >= 16 {
             worstGreen = max(worstGreen, Int(pixels[i + 1]))
+            worstRed = min(worstRed, Int(pixels[i]))
             if pixels[i + 3] < 240 { edgePixels += 1 }
         }
         g_free(memory)
-        print("transparent edge: \(edgePixels) partly transparent pixels, worst green \(worstGreen)")
+        print("transparent edge: \(edgePixels) partly transparent pixels, worst green \(worstGreen), worst red \(worstRed)")
         XCTAssertGreaterThan(edgePixels, 50)
         // Without premultiplied scaling the hidden green bleeds in at ~half strength.
         XCTAssertLessThanOrEqual(worstGreen, 4)
+        // The rim stays red (refined colour divided by alpha scaled without the refinement made
+        // it nearly black).
+        XCTAssertGreaterThanOrEqual(worstRed, 250)
 
         let gray = try make("gray.png") { image in
             var out: UnsafeMutablePointer<VipsImage>?

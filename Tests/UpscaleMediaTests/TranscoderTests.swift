@@ -203,6 +203,32 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(info.video?.isDefault, true)
     }
 
+    /// HDR10 metadata kept outside the bitstream (Matroska's Colour, MP4's boxes: VP9 HDR10 as
+    /// YouTube serves it) reaches the HEVC output, and so does a content light level with no
+    /// mastering display. Both were dropped without a word: only the first picture's side data
+    /// was read, and only with a mastering display.
+    func testHDR10MetadataInTheContainerIsKept() throws {
+        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let input = dir.appendingPathComponent("street-hdr10.mp4").path
+        // The same pictures without the metadata in the bitstream (FFV1 carries none).
+        let bare = dir.appendingPathComponent("bare.mkv").path
+        _ = try run(input, UpscaleOptions(width: 384, output: bare, encoder: EncoderSettings(codec: .ffv1)))
+        XCTAssertNil(try HDRMetadata.firstFrame(of: bare))
+        let grade = try XCTUnwrap(try HDRMetadata.firstFrame(of: input))
+        var lightOnly = grade
+        lightOnly.hasMasteringDisplay = false
+        lightOnly.contentLight = (800, 300)
+        for (name, metadata) in [("mastered", grade), ("light-only", lightOnly)] {
+            let tagged = dir.appendingPathComponent("\(name).mkv").path
+            try Remuxer.copy(bare, to: tagged, hdr: metadata)
+            XCTAssertEqual(try HDRMetadata.firstFrame(of: tagged), metadata, name)
+            let (job, _) = try run(tagged, UpscaleOptions(output: dir.appendingPathComponent("\(name).mp4").path,
+                                                          encoder: EncoderSettings(preset: "ultrafast")))
+            let kept = try XCTUnwrap(try HDRMetadata.firstFrame(of: job.output), name)
+            XCTAssertEqual(kept.x265Parameters, metadata.x265Parameters, name)
+        }
+    }
+
     func testTenBitHDR10StaysTenBitWithItsMetadata() throws {
         let dir = try workspace(copying: ["street-hdr10.mp4"])
         let input = dir.appendingPathComponent("street-hdr10.mp4").path
@@ -560,20 +586,98 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.attachments(stripped).map(\.name), ["README.md"])
     }
 
+    /// A stream-copied cut (an MP4 edit list hides its run-in: `ffmpeg -ss … -c copy`, a phone's
+    /// trim) into Matroska, which has no edit list: the picture starts at 0 and the file is as
+    /// long as the cut. The hidden audio packets were copied, and the muxer moved everything by
+    /// their length: the picture started a second late and the sound cut away was heard.
+    func testAnEditListCutKeepsItsStartInMatroska() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let cut = dir.appendingPathComponent("cut.mp4").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: cut, delay: -1.0)
+        let source = try MediaProbe.info(cut)
+        XCTAssertEqual(source.duration, 1.0, accuracy: 0.1, "the edit list hides the first second")
+        for ext in ["mkv", "mp4"] {
+            let (job, summary) = try run(cut, UpscaleOptions(width: 256, output: dir.appendingPathComponent("out.\(ext)").path,
+                                                             encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(summary.audioCopied, 1)
+            XCTAssertEqual(try MediaProbe.info(job.output).duration, source.duration, accuracy: 0.1, ext)
+            XCTAssertEqual(try Measure.videoSeconds(job.output).first ?? -1, 0, accuracy: 0.05, ext)
+        }
+    }
+
+    /// A 360° video stays one: its projection reaches .mp4 and .mkv outputs (it was dropped,
+    /// and players showed a flat equirectangular picture; FFmpeg 5.1 writes none into .mov,
+    /// which gets a note).
+    func testA360VideoKeepsItsProjection() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let vr = dir.appendingPathComponent("vr.mp4").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: vr, spherical: true)
+        XCTAssertEqual(try MediaProbe.info(vr).video?.projection, "equirectangular")
+        for ext in ["mp4", "mkv"] {
+            let (job, _) = try run(vr, UpscaleOptions(width: 256, output: dir.appendingPathComponent("out.\(ext)").path,
+                                                      encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(try MediaProbe.info(job.output).video?.projection, "equirectangular", ext)
+        }
+    }
+
+    /// Opus copied from Matroska into Matroska keeps its place, generation after generation:
+    /// FFmpeg 5.1 reads its codec delay off the timestamps and wrote it without adding it back,
+    /// so the sound began 6.5 ms before 0 and the muxer moved the picture 7 ms later each time.
+    func testOpusInMatroskaKeepsItsPlaceAcrossGenerations() throws {
+        let dir = try workspace(copying: ["street-vp9-opus.webm"])
+        var input = dir.appendingPathComponent("street-vp9-opus.webm").path
+        let videoStart = try XCTUnwrap(try Measure.videoSeconds(input).first)
+        for generation in 1...2 {
+            let (job, summary) = try run(input, UpscaleOptions(width: 256, output: dir.appendingPathComponent("gen\(generation).mkv").path,
+                                                               encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(summary.audioCopied, 1)
+            XCTAssertEqual(try XCTUnwrap(try Measure.videoSeconds(job.output).first), videoStart, accuracy: 0.001, "generation \(generation)")
+            input = job.output
+        }
+    }
+
+    /// Closed captions (EIA-608, a QuickTime c608 track) converted to mov_text for .mp4 keep
+    /// their times, the last one included. Each caption came a caption late (the decoder gives
+    /// one while decoding a later packet, and it was stamped with that packet's time), and the
+    /// last, which the decoder gives only at the end, was lost.
+    func testConvertedClosedCaptionsKeepTheirTimes() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let scc = dir.appendingPathComponent("captions.scc")
+        let cue = "9420 9420 94ae 94ae 9452 9452 97a2 97a2"
+        try ("Scenarist_SCC V1.0\n\n00:00:00:01\t\(cue) c8e5 ecec ef80 942f 942f\n\n00:00:00:10\t\(cue) 54f7 ef80 942f 942f\n\n"
+             + "00:00:00:20\t\(cue) 54e8 f2e5 e580 942f 942f\n\n00:00:00:28\t942c 942c\n\n").write(to: scc, atomically: true, encoding: .utf8)
+        let captioned = dir.appendingPathComponent("captioned.mov").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: captioned, adding: [scc.path])
+        XCTAssertEqual(try MediaProbe.info(captioned).streams.filter { $0.kind == .subtitle }.map(\.codec), ["eia_608"])
+        let (job, _) = try run(captioned, UpscaleOptions(width: 256, output: dir.appendingPathComponent("out.mp4").path,
+                                                         encoder: EncoderSettings(preset: "ultrafast")))
+        let info = try MediaProbe.info(job.output)
+        let track = try XCTUnwrap(info.streams.first { $0.kind == .subtitle })
+        XCTAssertEqual(track.codec, "mov_text")
+        // mov_text's empty samples (2 bytes) fill the time between captions.
+        let shown = try MediaProbe.packets(job.output, stream: track.index).filter { $0.size > 2 }
+            .compactMap { $0.pts.map { Double($0) * Double(track.timeBase.num) / Double(track.timeBase.den) } }
+        XCTAssertEqual(shown.count, 3, "\(shown)")
+        for (time, expected) in zip(shown, [1.0 / 29.97, 10 / 29.97, 20 / 29.97]) { XCTAssertEqual(time, expected, accuracy: 0.02, "\(shown)") }
+    }
+
     /// Audio re-encoded to AAC keeps its timing across a gap in its timestamps (a recorder that
     /// paused its sound, a stretch lost to damage): silence fills the gap. The AAC frames were
     /// numbered by their samples, so the sound after a 0.5 s gap played 0.5 s early and the
     /// track ended 0.5 s short. (Copied audio keeps its timestamps as they are.)
     func testReencodedAudioKeepsItsTimingAcrossAGap() throws {
         let dir = try workspace(copying: ["street-vp9-opus.webm"])
-        let gapped = dir.appendingPathComponent("gapped.webm").path
-        try Remuxer.copy(dir.appendingPathComponent("street-vp9-opus.webm").path, to: gapped, dropAudio: 0.4...0.9)
-        let sourceEnd = try Measure.audioEnd(gapped)
-        XCTAssertGreaterThan(sourceEnd, 1.3)
-        let out = dir.appendingPathComponent("out.mov").path
-        let (_, summary) = try run(gapped, UpscaleOptions(width: 256, output: out, encoder: EncoderSettings(preset: "ultrafast")))
-        XCTAssertEqual(summary.audioTranscoded, 1)
-        XCTAssertEqual(try Measure.audioEnd(out), sourceEnd, accuracy: 0.03)
+        // A 0.5 s gap, and a dropout of 4 Opus packets (80 ms), which was left unfilled below 0.1 s.
+        for (name, lost) in [("gapped", 0.4...0.9), ("dropout", 0.4...0.47)] {
+            let gapped = dir.appendingPathComponent("\(name).webm").path
+            try Remuxer.copy(dir.appendingPathComponent("street-vp9-opus.webm").path, to: gapped, dropAudio: lost)
+            let sourceEnd = try Measure.audioEnd(gapped)
+            XCTAssertGreaterThan(sourceEnd, 1.3)
+            let out = dir.appendingPathComponent("\(name).mov").path
+            let (_, summary) = try run(gapped, UpscaleOptions(width: 256, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(summary.audioTranscoded, 1)
+            XCTAssertEqual(try Measure.audioEnd(out), sourceEnd, accuracy: 0.03, name)
+        }
     }
 
     /// Cover art (the thumbnail a downloader or editor embeds) is kept byte for byte: as the
@@ -608,6 +712,47 @@ final class TranscoderTests: XCTestCase {
         strip.stripMetadata = true
         _ = try run(mp4, strip)
         XCTAssertEqual(try MediaProbe.coverArt(out), [])
+    }
+
+    /// Full-range 10-bit into ProRes, which is limited range: the samples are converted (black
+    /// 64 of 1023 becomes 119). They went in as they were, tagged limited: crushed blacks and
+    /// clipped whites. 4:4:4 and 4:2:0 sources (4:2:2 ProRes is made with and without a
+    /// change of layout); 4:2:2 full range was copied, 4:2:0 converted without its range.
+    func testFullRange10BitIntoProResIsConverted() throws {
+        let dir = try workspace(copying: ["street-444p10.mp4", "street-hdr10.mp4"])
+        for name in ["street-444p10", "street-hdr10"] {
+            let lossless = dir.appendingPathComponent("\(name)-ffv1.mkv").path
+            let source = try XCTUnwrap(try MediaProbe.info(dir.appendingPathComponent("\(name).mp4").path).video)
+            _ = try run(dir.appendingPathComponent("\(name).mp4").path,
+                        UpscaleOptions(width: source.width, output: lossless, encoder: EncoderSettings(codec: .ffv1)))
+            // The same samples (64…940 at most) said to be full range.
+            let full = dir.appendingPathComponent("\(name)-full.mkv").path
+            try Remuxer.copy(lossless, to: full, range: AVCOL_RANGE_JPEG)
+            XCTAssertEqual(try MediaProbe.info(full).video?.colorRange, "pc")
+            let limits = try lumaLimits(full)
+            let (job, _) = try run(full, UpscaleOptions(output: dir.appendingPathComponent("\(name).mov").path,
+                                                        encoder: EncoderSettings(codec: .prores), refine: false))
+            XCTAssertEqual(try MediaProbe.info(job.output).video?.colorRange, "tv")
+            let converted = try lumaLimits(job.output)
+            // Read as 8-bit, each in its own range: v → 16 + v·219/255 (a Lanczos upscale
+            // overshoots a little at edges; unconverted, the limits stayed where they were).
+            XCTAssertEqual(Double(converted.low), 16 + Double(limits.low) * 219 / 255, accuracy: 8, "\(name): \(limits) → \(converted)")
+            XCTAssertEqual(Double(converted.high), 16 + Double(limits.high) * 219 / 255, accuracy: 8, "\(name): \(limits) → \(converted)")
+        }
+    }
+
+    /// The lowest and highest luma sample of a file's first picture, read as 8-bit.
+    private func lumaLimits(_ path: String) throws -> (low: Int, high: Int) {
+        let plane = try XCTUnwrap(try VideoFrameReader(path: path).next()).frame.planes[0]
+        var low = Int.max, high = Int.min
+        for y in 0..<plane.height {
+            for x in 0..<plane.width {
+                let v = Int(plane.base[y * plane.stride + x])
+                low = min(low, v)
+                high = max(high, v)
+            }
+        }
+        return (low, high)
     }
 
     /// mkvmerge's per-track statistics (bit rate, bytes, frames, its name) and WebM's alpha flag
