@@ -37,6 +37,16 @@ final class ChunkedRunTests: XCTestCase {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// Runs a shell command (mount, umount); its exit status.
+    private func shell(_ command: String) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        try p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
     /// Finished chunk files in a work folder.
     private func finishedChunks(_ work: URL) -> Int {
         ((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).filter { $0.hasSuffix(".chunk") && !$0.hasPrefix(".") }.count
@@ -262,14 +272,6 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let small = dir.appendingPathComponent("small")
         try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
-        let shell = { (command: String) -> Int32 in
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/bin/sh")
-            p.arguments = ["-c", command]
-            try p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
-        }
         guard try shell("mount -t tmpfs -o size=48m tmpfs '\(small.path)'") == 0 else { throw XCTSkip("tmpfs cannot be mounted here") }
         defer { _ = try? shell("umount '\(small.path)'") }
         let arguments = [source, "-o", small.appendingPathComponent("chunked.mkv").path] + exact
@@ -332,14 +334,6 @@ final class ChunkedRunTests: XCTestCase {
         // A disk with room for the chunks and half the joined output.
         let small = dir.appendingPathComponent("small")
         try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
-        let shell = { (command: String) -> Int32 in
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/bin/sh")
-            p.arguments = ["-c", command]
-            try p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
-        }
         guard try shell("mount -t tmpfs -o size=\(3 * size + (8 << 20)) tmpfs '\(small.path)'") == 0 else { throw XCTSkip("tmpfs cannot be mounted here") }
         defer { _ = try? shell("umount '\(small.path)'") }
         let free = try XCTUnwrap(try FileManager.default.attributesOfFileSystem(forPath: small.path)[.systemFreeSize] as? Int)
