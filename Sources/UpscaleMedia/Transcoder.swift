@@ -110,6 +110,17 @@ public final class Transcoder {
         if decoder.reducesChroma && chunk == nil {
             logger.notice("'\(job.input)' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0, with half of it (only 10-bit and deeper sources keep 4:2:2 and 4:4:4)")
         }
+        // ProRes is written as 422 (apcn) at 10 bits: a 4444 or 12-bit master lost its colour
+        // resolution and depth with no word. (With alpha it is 4444, and keeps it.)
+        if job.encoder.codec == .prores && chunk == nil && !job.keepsAlpha,
+           let format = av_pix_fmt_desc_get(AVPixelFormat(rawValue: videoStream.pointee.codecpar.pointee.format)) {
+            let deeper = format.pointee.comp.0.depth > 10
+            let fuller = format.pointee.nb_components >= 3 && format.pointee.log2_chroma_w == 0 && format.pointee.log2_chroma_h == 0
+            if deeper || fuller {
+                let what = [deeper ? "\(format.pointee.comp.0.depth)-bit" : nil, fuller ? "full colour resolution (4:4:4 or RGB)" : nil].compactMap { $0 }
+                logger.notice("'\(job.input)' is \(what.joined(separator: " with ")); --codec prores writes ProRes 422 at 10 bits (use --codec ffv1 to keep it all)")
+            }
+        }
         // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and decode.
         let hdr = job.encoder.codec == .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084
             ? try HDRMetadata.firstFrame(of: job.input) : nil

@@ -660,6 +660,15 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(languages.first, "sve")
     }
 
+    /// A 4:4:4 10-bit master into ProRes (written as 422 at 10 bits) is told what it loses; it
+    /// was not.
+    func testProResSaysWhatA444SourceLoses() throws {
+        let dir = try workspace(["street-444p10.mp4"])
+        let result = try upscale(["street-444p10.mp4", "--codec", "prores", "--width", "256", "--no-refine"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("is full colour resolution (4:4:4 or RGB); --codec prores writes ProRes 422 at 10 bits"), result.stderr)
+    }
+
     /// A device is not a file being written: `upscale /dev/null` said it was being written right
     /// now by another program (whichever had it open), then gave its error.
     func testADeviceIsNotCalledBeingWritten() throws {
