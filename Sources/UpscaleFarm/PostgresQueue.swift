@@ -199,7 +199,9 @@ public final class PostgresQueue: @unchecked Sendable {
     /// One transaction; a failure inside rolls it back (and a lost connection repeats it whole).
     func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         try with { c in
-            _ = try c.query("BEGIN", logger: logger).wait()
+            // Read committed whatever the server's default: the claims and the submit's check
+            // under its lock rely on each statement seeing what committed before it.
+            _ = try c.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger).wait()
             do {
                 let value = try body(c)
                 _ = try c.query("COMMIT", logger: logger).wait()
@@ -615,8 +617,11 @@ public final class PostgresQueue: @unchecked Sendable {
         try transaction { c in
             let rows = try run(c, """
                 UPDATE upscale_jobs SET state = 'queued', error = NULL, updated = now()
-                WHERE (cardinality(\(ids)::bigint[]) = 0 AND state = 'failed')
-                   OR (state IN ('failed', 'cancelled') AND id = ANY(\(ids)::bigint[]))
+                WHERE ((cardinality(\(ids)::bigint[]) = 0 AND state = 'failed')
+                       OR (state IN ('failed', 'cancelled') AND id = ANY(\(ids)::bigint[])))
+                  -- Not while another job makes its output (it was submitted again meanwhile).
+                  AND NOT EXISTS (SELECT 1 FROM upscale_jobs other WHERE other.output = upscale_jobs.output
+                                  AND other.state IN ('queued', 'running') AND other.id <> upscale_jobs.id)
                 RETURNING id
                 """).rows
             for row in rows {

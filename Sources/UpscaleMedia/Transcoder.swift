@@ -239,8 +239,10 @@ public final class Transcoder {
         output.copyRotation(from: videoStream, to: videoOut)
         var size = 0
         if output.muxerName == "mov", av_stream_get_side_data(videoStream, AV_PKT_DATA_SPHERICAL, &size) != nil {
-            // FFmpeg 5.1 writes the sv3d box into .mp4 only.
+            // FFmpeg 5.1 writes the sv3d and st3d boxes into .mp4 only.
             logger.notice("'\(job.input)' is a 360° video: .mov keeps no projection with this FFmpeg, so players show it flat; use .mp4 or .mkv")
+        } else if output.muxerName == "mov", av_stream_get_side_data(videoStream, AV_PKT_DATA_STEREO3D, &size) != nil {
+            logger.notice("'\(job.input)' is stereo 3D: .mov keeps no stereo layout with this FFmpeg; use .mp4 or .mkv")
         }
         output.copyChapters(from: input.context)
         output.stream(videoOut).pointee.avg_frame_rate = videoStream.pointee.avg_frame_rate
@@ -253,7 +255,7 @@ public final class Transcoder {
     /// Says which track languages a .mov output leaves out (they were dropped without a word).
     func noteLostLanguages(_ output: OutputFile) {
         for (index, code) in output.movLanguagesLost() {
-            logger.notice("stream \(index)'s language '\(code)' cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
+            logger.notice("the language '\(code)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
         }
     }
 

@@ -334,10 +334,14 @@ public final class ChunkedJob {
             // The chunks stay for the next run, which only joins them: said, as when a chunk
             // is stopped (the join's own line offered another --output folder, whose run
             // would not find them).
-            let kept = "the \(all.count) finished chunks are kept in '\(workFolder)': run the same command again to join them"
+            var reason = error.message
+            for elsewhere in [" or choose another --output folder", "; pick another --output folder"] where reason.hasSuffix(elsewhere) {
+                reason = String(reason.dropLast(elsewhere.count))
+            }
+            // An output that appeared meanwhile is replaced only when asked.
+            let again = reason.contains("--overwrite") && !job.overwrite ? "run the same command with --overwrite to join them" : "run the same command again to join them"
+            let kept = "the \(all.count) finished chunks are kept in '\(workFolder)': \(again)"
             if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
-            let elsewhere = " or choose another --output folder"
-            let reason = error.message.hasSuffix(elsewhere) ? String(error.message.dropLast(elsewhere.count)) : error.message
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
         try? fm.removeItem(atPath: workFolder)

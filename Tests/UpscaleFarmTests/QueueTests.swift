@@ -145,6 +145,20 @@ final class QueueTests: XCTestCase {
         }
     }
 
+    /// `queue retry` leaves a failed job failed while another job makes its output (the file was
+    /// submitted again meanwhile): both were queued and raced for one file.
+    func testRetryLeavesAJobWhoseOutputIsBeingMadeAgain() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let failed = try submit(q, chunks: 1, name: "twice")
+        try q.execute("UPDATE upscale_jobs SET state = 'failed' WHERE id = \(failed)")
+        let again = try submit(q, chunks: 1, name: "twice")
+        XCTAssertEqual(try q.retry(ids: []), 0)
+        XCTAssertEqual(try q.retry(ids: [failed]), 0)
+        XCTAssertEqual(try q.job(id: failed)?.state, "failed")
+        XCTAssertEqual(try q.openJobs(writing: "/out/twice Upscaled.mov"), [again])
+    }
+
     /// A chunk failing three times fails its job with every reason; `queue retry` requeues it.
     func testChunkFailingThreeTimesFailsItsJob() throws {
         let q = try queue()

@@ -636,10 +636,10 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
-    /// Closed captions (EIA-608, a QuickTime c608 track) converted to mov_text for .mp4 keep
-    /// their times, the last one included. Each caption came a caption late (the decoder gives
-    /// one while decoding a later packet, and it was stamped with that packet's time), and the
-    /// last, which the decoder gives only at the end, was lost.
+    /// Closed captions (EIA-608, a QuickTime c608 track) converted to mov_text for .mp4 and
+    /// SubRip for .mkv keep their times. Each caption came a caption late (the decoder gives one
+    /// while decoding a later packet, and it was stamped with that packet's time), and the last,
+    /// which it gives only when flushed at the end, was lost.
     func testConvertedClosedCaptionsKeepTheirTimes() throws {
         let dir = try workspace(copying: ["street-2s.mp4"])
         let scc = dir.appendingPathComponent("captions.scc")
@@ -649,16 +649,19 @@ final class TranscoderTests: XCTestCase {
         let captioned = dir.appendingPathComponent("captioned.mov").path
         try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: captioned, adding: [scc.path])
         XCTAssertEqual(try MediaProbe.info(captioned).streams.filter { $0.kind == .subtitle }.map(\.codec), ["eia_608"])
-        let (job, _) = try run(captioned, UpscaleOptions(width: 256, output: dir.appendingPathComponent("out.mp4").path,
-                                                         encoder: EncoderSettings(preset: "ultrafast")))
-        let info = try MediaProbe.info(job.output)
-        let track = try XCTUnwrap(info.streams.first { $0.kind == .subtitle })
-        XCTAssertEqual(track.codec, "mov_text")
-        // mov_text's empty samples (2 bytes) fill the time between captions.
-        let shown = try MediaProbe.packets(job.output, stream: track.index).filter { $0.size > 2 }
-            .compactMap { $0.pts.map { Double($0) * Double(track.timeBase.num) / Double(track.timeBase.den) } }
-        XCTAssertEqual(shown.count, 3, "\(shown)")
-        for (time, expected) in zip(shown, [1.0 / 29.97, 10 / 29.97, 20 / 29.97]) { XCTAssertEqual(time, expected, accuracy: 0.02, "\(shown)") }
+        for (ext, codec) in [("mp4", "mov_text"), ("mkv", "subrip")] {
+            let (job, _) = try run(captioned, UpscaleOptions(width: 256, output: dir.appendingPathComponent("out.\(ext)").path,
+                                                             encoder: EncoderSettings(preset: "ultrafast")))
+            let info = try MediaProbe.info(job.output)
+            let track = try XCTUnwrap(info.streams.first { $0.kind == .subtitle })
+            XCTAssertEqual(track.codec, codec)
+            // mov_text's empty samples (2 bytes) fill the time between captions. (.mkv moves every
+            // stream by the AAC priming, 21 ms.)
+            let shown = try MediaProbe.packets(job.output, stream: track.index).filter { $0.size > 2 }
+                .compactMap { $0.pts.map { Double($0) * Double(track.timeBase.num) / Double(track.timeBase.den) } }
+            XCTAssertEqual(shown.count, 3, "\(ext): \(shown)")
+            for (time, expected) in zip(shown, [1.0 / 29.97, 10 / 29.97, 20 / 29.97]) { XCTAssertEqual(time, expected, accuracy: 0.03, "\(ext): \(shown)") }
+        }
     }
 
     /// Audio re-encoded to AAC keeps its timing across a gap in its timestamps (a recorder that
@@ -720,11 +723,16 @@ final class TranscoderTests: XCTestCase {
     /// change of layout); 4:2:2 full range was copied, 4:2:0 converted without its range.
     func testFullRange10BitIntoProResIsConverted() throws {
         let dir = try workspace(copying: ["street-444p10.mp4", "street-hdr10.mp4"])
-        for name in ["street-444p10", "street-hdr10"] {
+        // 4:2:2 10-bit, ProRes's own layout (no layout change, which alone had converted nothing).
+        let prores = dir.appendingPathComponent("source-422p10.mov").path
+        _ = try run(dir.appendingPathComponent("street-444p10.mp4").path,
+                    UpscaleOptions(scale: 1, output: prores, encoder: EncoderSettings(codec: .prores), refine: false))
+        XCTAssertEqual(try MediaProbe.info(prores).video?.pixelFormat, "yuv422p10le")
+        for name in ["street-444p10", "street-hdr10", "street-422p10"] {
             let lossless = dir.appendingPathComponent("\(name)-ffv1.mkv").path
-            let source = try XCTUnwrap(try MediaProbe.info(dir.appendingPathComponent("\(name).mp4").path).video)
-            _ = try run(dir.appendingPathComponent("\(name).mp4").path,
-                        UpscaleOptions(width: source.width, output: lossless, encoder: EncoderSettings(codec: .ffv1)))
+            let original = name == "street-422p10" ? prores : dir.appendingPathComponent("\(name).mp4").path
+            let source = try XCTUnwrap(try MediaProbe.info(original).video)
+            _ = try run(original, UpscaleOptions(width: source.width, output: lossless, encoder: EncoderSettings(codec: .ffv1)))
             // The same samples (64…940 at most) said to be full range.
             let full = dir.appendingPathComponent("\(name)-full.mkv").path
             try Remuxer.copy(lossless, to: full, range: AVCOL_RANGE_JPEG)
