@@ -215,9 +215,10 @@ public final class StillImage {
 
     /// Upscales to `size` with the core and saves to `path` (its suffix picks the format):
     /// the colour planes premultiplied by alpha (transparent pixels lend no colour to their
-    /// neighbours) and alpha, each with Lanczos and, where trained, the edge refinement. The output is made in strips of about `stripBytes` (whole bands of the core),
-    /// appended to a raw file beside `path` that libvips maps and saves from, so only the input
-    /// and one strip are ever in memory. Returns whether the refinement ran, or nil when
+    /// neighbours) and alpha, each with Lanczos and, where trained, the edge refinement. The
+    /// output is made in strips of about `stripBytes` (whole bands of the core), appended to a
+    /// raw file beside `path` that libvips maps and saves from, so only the input and one strip
+    /// are ever in memory. Returns whether the refinement ran, or nil when
     /// `cancelled` said so between strips (nothing is saved then).
     public func upscale(to size: (width: Int, height: Int), kernel: Kernel, refine: Bool, threads: Int,
                         saveTo path: String, quality: Int?, strip: Bool, stripBytes: Int = 64 << 20,

@@ -141,7 +141,7 @@ public enum MediaProbe {
                 colorTransfer: cName(av_color_transfer_name(par.color_trc)),
                 colorSpace: cName(av_color_space_name(par.color_space)),
                 fieldOrder: fieldOrderName(par.field_order),
-                tags: Dictionary(entries(of: s.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last }),
+                tags: tags(of: s.pointee.metadata),
                 projection: sphericalProjection(of: s)))
         }
         let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
@@ -152,9 +152,9 @@ public enum MediaProbe {
             let tb = c.pointee.time_base.double
             chapters.append((title, Double(c.pointee.start) * tb, Double(c.pointee.end) * tb))
         }
-        let tags = Dictionary(entries(of: input.context.pointee.metadata).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+        let fileTags = tags(of: input.context.pointee.metadata)
         return MediaInfo(path: path, formatName: input.formatName, duration: duration, streams: streams,
-                         videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters, tags: tags)
+                         videoStreamIndex: try? input.videoStreamIndex(), chapters: chapters, tags: fileTags)
     }
 
     /// Decodes the last `seconds` of the main video stream (seeking to the keyframe before

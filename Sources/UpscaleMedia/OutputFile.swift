@@ -166,15 +166,12 @@ final class OutputFile {
     /// a re-encoded stream's tags: they described the source's packets (an upscaled 4K video
     /// was reported at its SD source's bit rate and size).
     static func dropStatistics(_ metadata: inout OpaquePointer?) {
-        var stale: [String] = []
-        var entry: UnsafeMutablePointer<AVDictionaryEntry>?
-        while let e = av_dict_get(metadata, "", entry, AV_DICT_IGNORE_SUFFIX) {
-            entry = e
-            let key = String(cString: e.pointee.key)
+        for (key, _) in entries(of: metadata) {
             let name = key.uppercased().split(separator: "-").first.map(String.init) ?? ""
-            if ["BPS", "NUMBER_OF_BYTES", "NUMBER_OF_FRAMES", "DURATION"].contains(name) || name.hasPrefix("_STATISTICS_") { stale.append(key) }
+            if ["BPS", "NUMBER_OF_BYTES", "NUMBER_OF_FRAMES", "DURATION"].contains(name) || name.hasPrefix("_STATISTICS_") {
+                av_dict_set(&metadata, key, nil, 0)
+            }
         }
-        for key in stale { av_dict_set(&metadata, key, nil, 0) }
     }
 
     /// Tags a stream keeps under `--strip`: what a player needs to name and place a track.
@@ -317,6 +314,11 @@ func headerOptions(for context: UnsafeMutablePointer<AVFormatContext>) -> Opaque
 }
 
 /// Every key and value of an FFmpeg dictionary (a file's or a stream's tags), in order.
+/// A dictionary's entries as a Swift dictionary (the last of a repeated key).
+func tags(of dictionary: OpaquePointer?) -> [String: String] {
+    Dictionary(entries(of: dictionary).map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+}
+
 func entries(of dictionary: OpaquePointer?) -> [(key: String, value: String)] {
     var result: [(key: String, value: String)] = []
     var entry: UnsafeMutablePointer<AVDictionaryEntry>?

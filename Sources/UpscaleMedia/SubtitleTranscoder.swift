@@ -63,7 +63,7 @@ final class SubtitleTranscoder {
         try check(av_new_packet(packet, size), "out of memory")
         defer { av_packet_unref(packet) }
         buffer.withUnsafeBufferPointer { packet.pointee.data.update(from: $0.baseAddress!, count: Int(size)) }
-        if delayed || input == nil {
+        if delayed {
             // A decoder with delay (EIA-608 captions) gives a caption while decoding a later
             // packet: its time is the subtitle's own. Stamped with the packet's, every caption
             // showed when the next should, and the last (given only at the end) was lost.
