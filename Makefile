@@ -43,13 +43,14 @@ test-deps:
 # The suite builds for any x86-64 (the core's portable vector code); the core's tests run
 # again built for AVX2 (`-target-cpu haswell`: the paths of processors without AVX-512) and
 # for this processor, as release builds are (`-target-cpu native`: here the AVX-512 paths),
-# each in its own build folder.
+# each in its own build folder. UPSCALE_CORE_ONLY makes the manifest the core and its tests
+# alone (see Package.swift): those two builds compile nothing else.
 test: deps test-deps
 	$(SWIFT) test --disable-swift-testing
 	if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
-		$(SWIFT) test --disable-swift-testing --scratch-path .build/haswell -Xswiftc -target-cpu -Xswiftc haswell --filter UpscaleCoreTests; \
+		UPSCALE_CORE_ONLY=1 $(SWIFT) test --disable-swift-testing --scratch-path .build/haswell -Xswiftc -target-cpu -Xswiftc haswell; \
 	else echo "make test: this processor has no AVX2; the core's AVX2 build is not tested here"; fi
-	$(SWIFT) test --disable-swift-testing --scratch-path .build/native -Xswiftc -target-cpu -Xswiftc native --filter UpscaleCoreTests
+	UPSCALE_CORE_ONLY=1 $(SWIFT) test --disable-swift-testing --scratch-path .build/native -Xswiftc -target-cpu -Xswiftc native
 
 demo: build
 	@mkdir -p $(DEMO_OUT)

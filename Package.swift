@@ -3,8 +3,11 @@ import PackageDescription
 
 // Release builds of the core are compiled with -Ounchecked: its hot loops index
 // precomputed filter banks whose bounds are checked once when the bank is built.
+// Debug builds (the tests') compile it with -O, bounds and overflow checks kept: unoptimized,
+// its vector loops ran many times slower, and most of the suite's time went to upscaling.
 let coreSettings: [SwiftSetting] = [
     .unsafeFlags(["-Ounchecked", "-wmo", "-target-cpu", "native"], .when(configuration: .release)),
+    .unsafeFlags(["-O"], .when(configuration: .debug)),
 ]
 
 let package = Package(
@@ -173,3 +176,15 @@ let package = Package(
         ),
     ]
 )
+
+// `make test` runs the core's tests twice more, built for other processors (`-target-cpu
+// haswell` and `native`, each in its own build folder). With UPSCALE_CORE_ONLY set the manifest
+// is the core and its tests alone, so those two builds compile no dependency and no other
+// module: each had been a whole debug build of the package (NIO, PostgresNIO, Hummingbird, ...).
+// The dependencies stay declared (checked out, never built): without them SwiftPM would write
+// a Package.resolved with no pins over the package's own.
+if Context.environment["UPSCALE_CORE_ONLY"] != nil {
+    let core: Set<String> = ["CVector", "UpscaleCore", "UpscaleCoreTests"]
+    package.targets = package.targets.filter { core.contains($0.name) }
+    package.products = package.products.filter { $0.name == "UpscaleCore" }
+}

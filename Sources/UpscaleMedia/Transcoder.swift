@@ -580,6 +580,10 @@ public final class Transcoder {
                 // A frame counts as done when the encoder hands back its packet, so fps and ETA
                 // include the encoder's own delay instead of racing ahead into its look-ahead.
                 let writeVideo: (UnsafeMutablePointer<AVPacket>) throws -> Void = {
+                    // The encoder's last packets come from its flush, one picture per call (x265
+                    // holds its look-ahead: 40 pictures at veryslow, seconds each at 4K and up).
+                    // A stop is seen between packets, not after the last of them.
+                    if cancel.isCancelled { throw UpscaleError.cancelled() }
                     try output.write($0, stream: videoOut)
                     framesDone += 1
                     TestHook.crashIfDue(frames: framesDone)
