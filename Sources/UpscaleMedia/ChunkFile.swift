@@ -2,8 +2,8 @@ import CFFmpeg
 import Foundation
 
 /// The file one encoded chunk is kept in until the join: the encoder's stream parameters,
-/// then its packets with their timestamps exactly as the encoder gave them, in the source's
-/// time base. No FFmpeg container keeps both: NUT and Matroska shift or drop negative decode
+/// then its packets with their timestamps exactly as the encoder gave them, in its time base
+/// (the source's, or the source's frame grid: `FrameGrid`). No FFmpeg container keeps both: NUT and Matroska shift or drop negative decode
 /// timestamps (a B-frame encoder's first packets), Matroska rounds to milliseconds.
 ///
 /// Layout (little endian): "UPSCHNK1", the parameters (`fields` Int64s, extradata size and

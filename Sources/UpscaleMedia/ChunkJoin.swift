@@ -3,7 +3,7 @@ import Foundation
 
 extension Transcoder {
     /// The last step of a chunked job: the chunks' video packets in order (their timestamps
-    /// are the source's, so nothing is shifted), interleaved with the source's audio and
+    /// are the one-piece encoder's, so nothing is shifted), interleaved with the source's audio and
     /// subtitles routed as in one pass, with its metadata and chapters, into the output
     /// (temporary name, renamed when complete). No picture is decoded or encoded.
     /// Every chunk must carry the same parameter sets as the first.

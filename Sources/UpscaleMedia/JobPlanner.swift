@@ -110,8 +110,8 @@ public struct Job: Sendable {
     }
 }
 
-/// One chunk of a job to encode: its frames and the chunk file to write (NUT, which keeps
-/// the source's time base exactly; video only, parameter sets out of band).
+/// One chunk of a job to encode: its frames and the chunk file to write (a `ChunkFile`, which
+/// keeps the encoder's timestamps exactly; video only, parameter sets out of band).
 public struct ChunkTask: Sendable {
     public let range: ChunkRange
     public let path: String

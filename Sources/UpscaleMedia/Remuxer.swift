@@ -21,7 +21,8 @@ public enum Remuxer {
     /// `streamTags` adds tags to output streams by index (mkvmerge's statistics); `color` tags
     /// the video's primaries and transfer, `range` its range; `hdr` puts HDR10 metadata on the
     /// video stream (where Matroska and MP4 keep it, outside the bitstream); `spherical` makes it
-    /// an equirectangular 360° video.
+    /// an equirectangular 360° video. `frameRate` is the video's rate in the container (Matroska's
+    /// default duration).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
@@ -29,7 +30,8 @@ public enum Remuxer {
                             retime: ((Int64) -> Int64)? = nil, dispositions: [Int: Int32] = [:],
                             metadata: [String: String] = [:], languages: [Int: String] = [:], streamTags: [Int: [String: String]] = [:],
                             color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil,
-                            range: AVColorRange? = nil, hdr: HDRMetadata? = nil, spherical: Bool = false) throws {
+                            range: AVColorRange? = nil, hdr: HDRMetadata? = nil, spherical: Bool = false,
+                            frameRate: AVRational? = nil) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -47,6 +49,10 @@ public enum Remuxer {
                 o.pointee.time_base = s.pointee.time_base
                 // The .mov/.mp4 muxer needs the frame rate to write a timecode track.
                 o.pointee.avg_frame_rate = s.pointee.avg_frame_rate
+                if let frameRate, s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+                    o.pointee.avg_frame_rate = frameRate
+                    o.pointee.r_frame_rate = frameRate
+                }
                 av_dict_copy(&o.pointee.metadata, s.pointee.metadata, 0)
                 if cover != nil && n == sources.count - 1 { o.pointee.disposition = AV_DISPOSITION_ATTACHED_PIC }
                 if let disposition = dispositions[Int(o.pointee.index)] { o.pointee.disposition = disposition }

@@ -137,7 +137,8 @@ public final class Transcoder {
             do {
                 let open = { [self] in try VideoEncoder(
                     settings: settings, width: job.width, height: job.height,
-                    timeBase: videoStream.pointee.time_base, frameRate: frameRate, color: decoder.color,
+                    timeBase: videoStream.pointee.time_base, frameRate: frameRate, startTime: videoStream.pointee.start_time,
+                    color: decoder.color,
                     // Chunks carry their parameter sets out of band, as the joined file will.
                     globalHeader: file?.needsGlobalHeader ?? true,
                     tagHVC1: chunk == nil && (job.muxer == "mov" || job.muxer == "mp4"),

@@ -13,6 +13,9 @@ final class VideoEncoder {
     private var converted: UnsafeMutablePointer<AVFrame>?
     private let converter = PixelConverter(flags: Int32(SWS_POINT | SWS_ACCURATE_RND))
     private let packet: UnsafeMutablePointer<AVPacket>
+    /// `encode` takes timestamps in the source's time base; the encoder works in this finer
+    /// one where the source's holds no frame exactly.
+    let grid: FrameGrid?
     private let fullRange: Bool
     private let matrix: Int32
     /// Pictures arrive as 10-bit `Frame16`s rather than 8-bit `Frame`s.
@@ -29,7 +32,7 @@ final class VideoEncoder {
         return UnsafeRawPointer(hardwareFrames.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self).pointee.sw_format
     }
 
-    init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational,
+    init(settings: EncoderSettings, width: Int, height: Int, timeBase: AVRational, frameRate: AVRational, startTime: Int64,
          color: ColorDescription, globalHeader: Bool, tagHVC1: Bool, tenBit: Bool = false, hdr: HDRMetadata? = nil,
          sampleAspect: AVRational = AVRational(num: 1, den: 1), encoderName: String? = nil,
          layout: ChromaLayout = .yuv420) throws {
@@ -52,7 +55,8 @@ final class VideoEncoder {
 
         ctx.pointee.width = Int32(width)
         ctx.pointee.height = Int32(height)
-        ctx.pointee.time_base = timeBase
+        grid = FrameGrid(source: timeBase, frameRate: frameRate, start: startTime)
+        ctx.pointee.time_base = grid?.timeBase ?? timeBase
         ctx.pointee.framerate = frameRate
         ctx.pointee.sample_aspect_ratio = sampleAspect
         ctx.pointee.color_range = outputRange
@@ -255,7 +259,7 @@ final class VideoEncoder {
                 try check(av_hwframe_transfer_data(upload, software, 0), "cannot upload a picture to the VAAPI device")
                 input = upload
             }
-            input!.pointee.pts = pts
+            input!.pointee.pts = grid?.place(pts) ?? pts
             // Some encoders (prores_ks) write the picture's own colour description into the
             // bitstream, which players trust over the container's.
             input!.pointee.color_range = context.pointee.color_range

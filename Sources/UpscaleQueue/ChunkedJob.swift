@@ -154,7 +154,7 @@ public final class ChunkedJob {
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let e = job.encoder
         let parts: [String] = [
-            "v2", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
+            "v3", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
             "\(job.width)x\(job.height)", job.muxer, e.codec.rawValue, e.crf.map(String.init) ?? "-", e.preset ?? "-",
             e.hevcEncoder ?? "-", job.kernel.rawValue, String(job.refine), String(job.deinterlace),
             "\(job.sampleAspect.num):\(job.sampleAspect.den)", String(chunkSeconds),
