@@ -61,6 +61,27 @@ public final class StillImage {
         return false
     }
 
+    /// Whether `path` is a lossless WebP: its picture is a VP8L chunk (after a VP8X header and
+    /// any ICC profile or other chunks in the extended form); a lossy one has a "VP8 " chunk.
+    static func isLosslessWebP(_ path: String) -> Bool {
+        guard let file = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? file.close() }
+        guard let head = try? file.read(upToCount: 12), head.count == 12,
+              head.prefix(4) == Data("RIFF".utf8), head.suffix(4) == Data("WEBP".utf8) else { return false }
+        var offset: UInt64 = 12
+        for _ in 0..<64 {
+            guard (try? file.seek(toOffset: offset)) != nil, let chunk = try? file.read(upToCount: 8), chunk.count == 8 else { return false }
+            switch String(decoding: chunk.prefix(4), as: UTF8.self) {
+            case "VP8L": return true
+            case "VP8 ", "ANMF": return false
+            default:
+                let size = chunk.suffix(4).reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                offset += 8 + size + size % 2
+            }
+        }
+        return false
+    }
+
     public let path: String
     public let width: Int
     public let height: Int
@@ -347,7 +368,12 @@ public final class StillImage {
         var options: [String] = []
         // libvips maps JPEG XL's Q under 5 to a distance libjxl refuses (over 25), which it then
         // ignored, saving at its default quality with a stray line from libjxl: 5 is its lowest.
-        if StillImage.lossy.contains(ext) { options.append("Q=\(ext == "jxl" ? max(5, quality ?? 90) : quality ?? 90)") }
+        if ext == "webp" && quality == nil && StillImage.isLosslessWebP(self.path) {
+            // A lossless WebP (screenshots, graphics) stays lossless: it came out at quality 90.
+            options.append("lossless")
+        } else if StillImage.lossy.contains(ext) {
+            options.append("Q=\(ext == "jxl" ? max(5, quality ?? 90) : quality ?? 90)")
+        }
         if strip { options.append("strip") }
         // JPEG has no alpha: libvips flattens onto black unless told; white, as image editors do.
         if hasAlpha && !StillImage.keepsAlpha(extension: ext) { options.append("background=\(sixteenBit ? 65535 : 255)") }

@@ -564,6 +564,31 @@ final class StillImageTests: XCTestCase {
         XCTAssertFalse(listing().contains("named.png"))
     }
 
+    /// A lossless WebP (screenshots, graphics) is saved lossless: it came out at quality 90, its
+    /// pixels changed. `--quality` still asks for a lossy one.
+    func testALosslessWebPStaysLossless() throws {
+        // The butterfly at half size, saved as lossless WebP ("[lossless]": libvips' save option).
+        _ = try make("shot.webp[lossless]") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_shrink(image, &out, 2), 0)
+            return try XCTUnwrap(out)
+        }
+        let source = path("shot.webp")
+        // The picture's chunk: "VP8L" lossless, "VP8 " lossy (after a VP8X header and metadata chunks).
+        let chunk = { (path: String) throws -> String in
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            return ["VP8L", "VP8 "].first { bytes.range(of: Data($0.utf8)) != nil } ?? "none"
+        }
+        XCTAssertEqual(try chunk(source), "VP8L", "the source is lossless")
+        for arguments in [[source], [source, "--format", "png"], [source, "--quality", "80", "-o", path("lossy.webp")]] {
+            let result = try run(arguments)
+            XCTAssertEqual(result.status, 0, result.stderr)
+        }
+        XCTAssertEqual(try chunk(path("shot Upscaled.webp")), "VP8L")
+        XCTAssertEqual(try pixels(path("shot Upscaled.webp")), try pixels(path("shot Upscaled.png")), "the WebP's pixels are the PNG's")
+        XCTAssertEqual(try chunk(path("lossy.webp")), "VP8 ")
+    }
+
     func testBadImagesFailInOneLineAndLeaveNothing() throws {
         FileManager.default.createFile(atPath: path("empty.jpg"), contents: Data())
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: path("text.png")))
