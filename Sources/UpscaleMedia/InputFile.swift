@@ -9,6 +9,8 @@ final class InputFile {
     /// `MediaLibrary.demuxErrors` before this file was opened: errors since are this file's
     /// (its probe reads ahead, so they may come before the first packet is asked for).
     let demuxErrorsAtOpen = MediaLibrary.demuxErrors
+    /// Evens out jumps in the clock of MPEG-TS and MPEG-PS files (nil for other containers).
+    private var clock: ClockMend?
 
     init(path: String) throws {
         self.path = path
@@ -36,6 +38,7 @@ final class InputFile {
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
         }
         context = ctx
+        if ctx.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT != 0 { clock = ClockMend() }
         InputFile.probed.countOpen()
         let probed = avformat_find_stream_info(ctx, nil)
         if probed < 0 {
@@ -124,7 +127,18 @@ final class InputFile {
         if result < 0 {
             throw UpscaleError(.processing, "reading '\(path)' failed: \(ffmpegErrorText(result)); the file may be truncated or damaged")
         }
+        clock?.mend(packet, stream: stream(Int(packet.pointee.stream_index)))
         return true
+    }
+
+    /// How many times the file's clock jumped by a second or more in what was read so far
+    /// (MPEG-TS/PS: segments joined, a splice); the packets after a jump were moved on.
+    var clockJumps: Int { clock?.jumps ?? 0 }
+
+    /// Seeks (`av_seek_frame`) and forgets the clock read so far.
+    func seek(stream index: Int, to timestamp: Int64, flags: Int32) -> Int32 {
+        clock?.restart()
+        return av_seek_frame(context, Int32(index), timestamp, flags)
     }
 }
 

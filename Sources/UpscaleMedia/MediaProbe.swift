@@ -172,7 +172,7 @@ public enum MediaProbe {
             let start = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time
             let target = max(0, Double(duration) / Double(AV_TIME_BASE) - seconds)
             // On failure the file is simply read from the start.
-            _ = av_seek_frame(input.context, Int32(index), start + Int64(target / timeBase), AVSEEK_FLAG_BACKWARD)
+            _ = input.seek(stream: index, to: start + Int64(target / timeBase), flags: AVSEEK_FLAG_BACKWARD)
         }
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
         defer { av_packet_free(&packet) }

@@ -52,6 +52,8 @@ public final class Transcoder {
     private let endDamage = Mutex<String?>(nil)
     /// Pictures left out for coming at or before the time of one already given (see `pump`).
     private let backwards = Mutex(0)
+    /// The frame total counted from the bytes read, once the input's clock has jumped.
+    private let reckoned = Mutex<Int?>(nil)
 
     public init(job: Job, logger: Logger = Logger(label: "upscale")) {
         self.job = job
@@ -191,7 +193,11 @@ public final class Transcoder {
             guard frames > 0 else {
                 throw UpscaleError(.input, "'\(job.input)' gave no picture to upscale: it is cut short or damaged; nothing was written (copy or export it again)")
             }
-            noteEarlyEnd(input: input)
+            if input.clockJumps > 0 {
+                logger.notice("'\(job.input)': its clock jumps \(input.clockJumps) time(s) (recordings joined, or a splice); the output runs on without the jumps")
+            } else {
+                noteEarlyEnd(input: input)
+            }
             let left = backwards.withLock { $0 }
             if left > 0 {
                 logger.notice("'\(job.input)': \(left) picture(s) timed at or before a picture already written (after damaged data, or repeated timestamps) were left out")
@@ -377,7 +383,7 @@ public final class Transcoder {
         let output = try ChunkWriter(path: chunk.path, encoder: encoder.context)
         do {
             if let seek = chunk.range.seek {
-                try check(av_seek_frame(input.context, Int32(videoIndex), seek, AVSEEK_FLAG_BACKWARD),
+                try check(input.seek(stream: videoIndex, to: seek, flags: AVSEEK_FLAG_BACKWARD),
                           "'\(job.input)': cannot seek to chunk \(chunk.range.index + 1)")
             }
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
@@ -427,7 +433,11 @@ public final class Transcoder {
             if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
         }
         if let range { total = range.frames }
-        let framesTotal = total > 0 ? total : nil
+        // After a jump in an MPEG-TS/PS clock the length the header gives (first to last
+        // timestamp) says nothing: the total is then counted from the share of bytes read.
+        let planned = total > 0 ? total : nil
+        let fileSize = avio_size(input.context.pointee.pb)
+        reckoned.withLock { $0 = nil }
 
         let hidden = HiddenPackets(muxer: (output as? OutputFile)?.muxerName)
         let readStage = {
@@ -495,6 +505,10 @@ public final class Transcoder {
                     if p.pts != noPTS { self.lastRead.see(Double(p.pts + max(p.duration, 0)) * input.stream(index).pointee.time_base.double) }
                     if index == videoIndex {
                         if let heldDamage { throw heldDamage }
+                        if input.clockJumps > 0, range == nil, fileSize > 0, watch.pictures > 0 {
+                            let share = Double(avio_tell(input.context.pointee.pb)) / Double(fileSize)
+                            if share > 0 { self.reckoned.withLock { $0 = max(watch.pictures, Int((Double(watch.pictures) / share).rounded())) } }
+                        }
                         if TestHook.current == .stall && watch.pictures > 0 { TestHook.stallForever() }
                         do {
                             try decoder.decode(packet, make: take, emit: pushPicture)
@@ -588,6 +602,7 @@ public final class Transcoder {
                     try output.write($0, stream: videoOut)
                     framesDone += 1
                     TestHook.crashIfDue(frames: framesDone)
+                    let framesTotal = self.reckoned.withLock { $0 } ?? planned
                     progress(TranscodeProgress(framesDone: framesDone, framesTotal: framesTotal,
                                                elapsed: Date().timeIntervalSince(start)))
                 }

@@ -932,6 +932,47 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
     }
 
+    /// MPEG-TS recordings joined with `cat` whose clock jumps (the second starts 5000 s later,
+    /// or earlier) come out as one run of pictures and sound: every picture, evenly timed
+    /// across the join, the second recording's first picture right after the first's last.
+    /// Before, the jump forward became a still picture 5000 s long, and the jump back failed
+    /// the job at the muxer ("Not yet implemented in FFmpeg, patches welcome").
+    func testMPEGTSRecordingsJoinedWithAJumpInTheirClockComeOutAsOneRun() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let source = dir.appendingPathComponent("street-2s.mp4").path
+        var parts: [Data] = []
+        for (name, delay) in [("early.ts", 1.4), ("late.ts", 5000.0)] {
+            let part = dir.appendingPathComponent(name)
+            try Remuxer.copy(source, to: part.path, delay: delay)
+            parts.append(try Data(contentsOf: part))
+        }
+        let original = try Measure.frames(source)
+        for (name, joined) in [("forward", parts[0] + parts[1]), ("back", parts[1] + parts[0])] {
+            let ts = dir.appendingPathComponent("\(name).ts")
+            try joined.write(to: ts)
+            let out = dir.appendingPathComponent("\(name).mp4").path
+            var totals: [Int] = []
+            _ = try run(ts.path, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast"))) { p in
+                if let total = p.framesTotal { totals.append(total) }
+            }
+            let times = try Measure.videoSeconds(out)
+            XCTAssertEqual(times.count, 2 * original.count, name)
+            let steps = zip(times.dropFirst(), times).map { $0 - $1 }
+            XCTAssertEqual(steps.min() ?? 0, 0.1, accuracy: 0.002, name)
+            // The first recording's sound outlasts its picture by 43 ms: the second starts after both.
+            XCTAssertLessThan(steps.max() ?? 1, 0.15, name)
+            XCTAssertEqual(try MediaProbe.info(out).duration, 4.1, accuracy: 0.1, name)
+            XCTAssertEqual(try Measure.audioEnd(out), times.last! + 0.1, accuracy: 0.1, name)
+            // Progress counted 40 pictures, not the 50 000 of the raw clock's 5000 s.
+            XCTAssertLessThanOrEqual(totals.max() ?? .max, 60, name)
+            // The join: picture 20 is the clip's first picture again, not its last held.
+            let frames = try Measure.frames(out)
+            let again = Measure.psnr(frames[20].frame.planes[0], frames[0].frame.planes[0])
+            let held = Measure.psnr(frames[20].frame.planes[0], frames[19].frame.planes[0])
+            XCTAssertGreaterThan(again, held + 3, name)
+        }
+    }
+
     /// An audio stream of which nothing can be read (an MPEG-TS cut before its first audio
     /// packet: the stream is declared, its sample rate unknown) is left out with a note; the
     /// picture is upscaled. Before, the job failed: "cannot open the AAC encoder: Invalid argument".
