@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <vips/vips.h>
 
 #define UPSCALE_VIPS_CALLS(X) \
@@ -21,6 +22,7 @@
     X(vips_image_write_to_memory) X(vips_image_write_to_file) X(vips_image_get_width) X(vips_image_get_height) \
     X(vips_image_get_bands) X(vips_image_get_format) X(vips_image_get_interpretation) X(vips_image_get_typeof) \
     X(vips_image_get_int) X(vips_image_set_int) X(vips_image_get_blob) X(vips_image_set_blob_copy) \
+    X(vips_image_get_fields) X(vips_image_get_string) X(vips_image_set_string) \
     X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
     X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
     X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform) \
@@ -91,6 +93,9 @@ static inline const upscale_vips_table *upscale_vips(void) {
 #define vips_image_set_int (upscale_vips()->vips_image_set_int)
 #define vips_image_get_blob (upscale_vips()->vips_image_get_blob)
 #define vips_image_set_blob_copy (upscale_vips()->vips_image_set_blob_copy)
+#define vips_image_get_fields (upscale_vips()->vips_image_get_fields)
+#define vips_image_get_string (upscale_vips()->vips_image_get_string)
+#define vips_image_set_string (upscale_vips()->vips_image_set_string)
 #define vips_foreign_find_save (upscale_vips()->vips_foreign_find_save)
 #define vips_profile_load (upscale_vips()->vips_profile_load)
 #define vips_rawload (upscale_vips()->vips_rawload)
@@ -242,6 +247,21 @@ static inline int upscale_vips_to_srgb(VipsImage *in, VipsImage **out, int depth
 static inline int upscale_vips_save_plain(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline void upscale_vips_set_blob_copy(VipsImage *image, const char *name, const void *data, size_t length) {
     vips_image_set_blob_copy(image, name, data, length);
+}
+/// Copies every text field of `from` whose name starts with `prefix` to `to` (a PNG's text
+/// chunks load as "png-comment-N-key"); returns how many. With `to` NULL, only counts them.
+static inline int upscale_vips_copy_strings(VipsImage *from, VipsImage *to, const char *prefix) {
+    gchar **names = vips_image_get_fields(from);
+    int copied = 0;
+    size_t length = strlen(prefix);
+    for (gchar **name = names; name && *name; name++) {
+        const char *value = NULL;
+        if (strncmp(*name, prefix, length) != 0 || vips_image_get_string(from, *name, &value) != 0) continue;
+        if (to) vips_image_set_string(to, *name, value);
+        copied++;
+    }
+    g_strfreev(names);
+    return copied;
 }
 
 #endif

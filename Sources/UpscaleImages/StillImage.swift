@@ -437,6 +437,21 @@ public final class StillImage {
             if name == "exif-data" && turned { data = StillImage.withoutThumbnail(data) }
             data.withUnsafeBytes { upscale_vips_set_blob_copy(out, name, $0.baseAddress, $0.count) }
         }
+        // A PNG's text chunks (an AI image's generation settings under "parameters", a
+        // title, a comment): libvips' PNG saver writes them back from these fields.
+        if ext == "png" { _ = upscale_vips_copy_strings(image, out, StillImage.pngTextPrefix) }
+    }
+
+    /// The prefix libvips gives the fields it reads from a PNG's text chunks.
+    static let pngTextPrefix = "png-comment-"
+
+    /// A note when this PNG's text chunks (tEXt, zTXt, iTXt) cannot go to a file ending in
+    /// `.ext` (only PNG holds them), or nil.
+    public func pngTextNote(forExtension ext: String) -> String? {
+        guard ext.lowercased() != "png" else { return nil }
+        let count = Int(upscale_vips_copy_strings(image, nil, StillImage.pngTextPrefix))
+        guard count > 0 else { return nil }
+        return "'\(path)': its \(count) PNG text entr\(count == 1 ? "y" : "ies") (such as generation settings or a comment) cannot go into a .\(ext.lowercased()) file and are left out (use --format png to keep them)"
     }
 
     /// What of this picture's metadata a file ending in `.ext` will not hold with libvips 8.14

@@ -16,6 +16,7 @@ extension UpscaleCommand {
                                          to: (encode.width, encode.height), scale: encode.scale, path: input)
         let output = try stillOutputPath(input: input, logger: logger)
         if !encode.strip, let note = still.metadataNote(forExtension: URL(fileURLWithPath: output).pathExtension) { logger.notice("\(note)") }
+        if !encode.strip, let note = still.pngTextNote(forExtension: URL(fileURLWithPath: output).pathExtension) { logger.notice("\(note)") }
         if still.hasAlpha && !StillImage.keepsAlpha(extension: URL(fileURLWithPath: output).pathExtension) {
             logger.notice("'\(input)' has transparency and JPEG has none: it is flattened onto white (use --format png or webp to keep it)")
         }

@@ -589,6 +589,68 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(try chunk(path("lossy.webp")), "VP8 ")
     }
 
+    /// A PNG's text chunks (the generation settings AI image tools write under "parameters",
+    /// a title in UTF-8) are kept in a PNG output; they were dropped. A JPEG output, which
+    /// cannot hold them, says so in a note; --strip drops them.
+    func testPNGTextChunksAreKept() throws {
+        let plain = try make("plain.png") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_shrink(image, &out, 4), 0)
+            return try XCTUnwrap(out)
+        }
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+        XCTAssertEqual(String(decoding: bytes[12..<16], as: UTF8.self), "IHDR")
+        let settings = "a photo of a butterfly, Steps: 20, Sampler: Euler a, CFG scale: 7, Seed: 1234"
+        // After the signature and the 13-byte IHDR chunk: a tEXt (Latin-1) and an iTXt (UTF-8) chunk.
+        bytes.insert(contentsOf: pngChunk("tEXt", Array("parameters".utf8) + [0] + Array(settings.utf8))
+                     + pngChunk("iTXt", Array("Title".utf8) + [0, 0, 0, 0, 0] + Array("Café ☕".utf8)), at: 33)
+        try Data(bytes).write(to: URL(fileURLWithPath: path("texts.png")))
+        let expected = ["parameters": settings, "Title": "Café ☕"]
+        XCTAssertEqual(try pngTexts(path("texts.png")), expected, "the source")
+        for arguments in [[path("texts.png")], [path("texts.png"), "--strip", "-o", path("stripped.png")]] {
+            let result = try run(arguments)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertFalse(result.stderr.contains("text"), result.stderr)
+        }
+        XCTAssertEqual(try pngTexts(path("texts Upscaled.png")), expected)
+        XCTAssertEqual(try pngTexts(path("stripped.png")), [:])
+        let jpeg = try run([path("texts.png"), "--format", "jpg"])
+        XCTAssertEqual(jpeg.status, 0, jpeg.stderr)
+        XCTAssertTrue(jpeg.stderr.contains("its 2 PNG text entries"), jpeg.stderr)
+        XCTAssertTrue(jpeg.stderr.contains("use --format png to keep them"), jpeg.stderr)
+    }
+
+    /// One PNG chunk: length, type, data, CRC-32 of type and data.
+    private func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+        let body = Array(type.utf8) + data
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in body {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        let bigEndian = { (value: UInt32) in (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } }
+        return bigEndian(UInt32(data.count)) + body + bigEndian(~crc)
+    }
+
+    /// A PNG's text entries as libvips reads them ("png-comment-N-key"), by key.
+    private func pngTexts(_ path: String) throws -> [String: String] {
+        let image = try open(path)
+        defer { upscale_vips_unref(image) }
+        guard let names = vips_image_get_fields(image) else { return [:] }
+        defer { g_strfreev(names) }
+        var texts: [String: String] = [:]
+        var i = 0
+        while let name = names[i] {
+            let parts = String(cString: name).split(separator: "-", maxSplits: 3)
+            var value: UnsafePointer<CChar>?
+            if parts.count == 4, parts[0] == "png", parts[1] == "comment", vips_image_get_string(image, name, &value) == 0, let value {
+                texts[String(parts[3])] = String(cString: value)
+            }
+            i += 1
+        }
+        return texts
+    }
+
     func testBadImagesFailInOneLineAndLeaveNothing() throws {
         FileManager.default.createFile(atPath: path("empty.jpg"), contents: Data())
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: path("text.png")))
