@@ -2,18 +2,24 @@
 ///
 /// Positions are measured in luma samples. Luma sample `i` sits at `i`; a subsampled
 /// chroma sample `j` sits at `subsampling * j + siting` (siting 0 = co-sited with
-/// luma, MPEG-2 "left"; 0.5 = centred between two luma samples).
+/// luma, MPEG-2 "left"; 0.5 = centred between two luma samples). The input's chroma may
+/// sit elsewhere than the output's (`inputSiting`: a JPEG-style centred source made
+/// left-sited); the mapping then moves it too.
 public struct SampleGrid: Sendable, Equatable {
     public var lumaInput: Int
     public var lumaOutput: Int
     public var subsampling: Int
+    /// Where the output's sample 0 sits.
     public var siting: Double
+    /// Where the input's sample 0 sits.
+    public var inputSiting: Double
 
-    public init(lumaInput: Int, lumaOutput: Int, subsampling: Int = 1, siting: Double = 0) {
+    public init(lumaInput: Int, lumaOutput: Int, subsampling: Int = 1, siting: Double = 0, inputSiting: Double? = nil) {
         self.lumaInput = lumaInput
         self.lumaOutput = lumaOutput
         self.subsampling = subsampling
         self.siting = siting
+        self.inputSiting = inputSiting ?? siting
     }
 
     public var inputSize: Int { (lumaInput + subsampling - 1) / subsampling }
@@ -26,7 +32,7 @@ public struct SampleGrid: Sendable, Equatable {
     public func inputPosition(ofOutput index: Int) -> Double {
         let outLuma = Double(subsampling * index) + siting
         let inLuma = (outLuma + 0.5) * ratio - 0.5
-        return (inLuma - siting) / Double(subsampling)
+        return (inLuma - inputSiting) / Double(subsampling)
     }
 }
 

@@ -24,10 +24,13 @@ public final class FrameScaler: @unchecked Sendable {
     private var held: Plane?
     private var held16: Plane16?
 
+    /// `chromaSiting`: where the input's subsampled chroma sample 0 sits, in luma samples
+    /// (x, y), when it is not where the layout puts it (`ChromaLayout.siting`: MPEG-2's left
+    /// siting for 4:2:0); the output's stays the layout's.
     public init(
         input: (width: Int, height: Int), output: (width: Int, height: Int), layout: ChromaLayout,
         kernel: Kernel = .lanczos3, threads: Int = 1, bandHeight: Int = 96, refiner: EdgeRefiner? = nil,
-        hold: TemporalHold? = nil
+        hold: TemporalHold? = nil, chromaSiting: (x: Double, y: Double)? = nil
     ) {
         inputWidth = input.width
         inputHeight = input.height
@@ -43,11 +46,13 @@ public final class FrameScaler: @unchecked Sendable {
         for plane in 0..<layout.planeCount {
             let sub = layout.subsampling(plane: plane)
             let site = layout.siting(plane: plane)
+            // The input's own siting, on the axes its chroma is subsampled along.
+            let from = (x: sub.x > 1 ? chromaSiting?.x : nil, y: sub.y > 1 ? chromaSiting?.y : nil)
             let h = FilterBank(
-                grid: SampleGrid(lumaInput: input.width, lumaOutput: output.width, subsampling: sub.x, siting: site.x),
+                grid: SampleGrid(lumaInput: input.width, lumaOutput: output.width, subsampling: sub.x, siting: site.x, inputSiting: from.x),
                 kernel: kernel)
             let v = FilterBank(
-                grid: SampleGrid(lumaInput: input.height, lumaOutput: output.height, subsampling: sub.y, siting: site.y),
+                grid: SampleGrid(lumaInput: input.height, lumaOutput: output.height, subsampling: sub.y, siting: site.y, inputSiting: from.y),
                 kernel: kernel)
             resamplers.append(PlaneResampler(horizontal: h, vertical: v, bandHeight: bandHeight))
         }

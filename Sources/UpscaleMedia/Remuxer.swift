@@ -22,7 +22,8 @@ public enum Remuxer {
     /// the video's primaries and transfer, `range` its range; `hdr` puts HDR10 metadata on the
     /// video stream (where Matroska and MP4 keep it, outside the bitstream); `spherical` makes it
     /// an equirectangular 360° video. `frameRate` is the video's rate in the container (Matroska's
-    /// default duration).
+    /// default duration). `chromaLocation` tags where the video's chroma samples sit (Matroska
+    /// keeps it in the container).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
@@ -31,7 +32,7 @@ public enum Remuxer {
                             metadata: [String: String] = [:], languages: [Int: String] = [:], streamTags: [Int: [String: String]] = [:],
                             color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil,
                             range: AVColorRange? = nil, hdr: HDRMetadata? = nil, spherical: Bool = false,
-                            frameRate: AVRational? = nil) throws {
+                            frameRate: AVRational? = nil, chromaLocation: AVChromaLocation? = nil) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -78,6 +79,7 @@ public enum Remuxer {
                     }
                     out.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL
                 }
+                if let chromaLocation, isVideo { o.pointee.codecpar.pointee.chroma_location = chromaLocation }
                 if let color, isVideo {
                     o.pointee.codecpar.pointee.color_primaries = color.primaries
                     o.pointee.codecpar.pointee.color_trc = color.transfer

@@ -419,7 +419,7 @@ public final class Transcoder {
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
                                  layout: encoder.tenBit ? encoder.layout : .yuv420, kernel: job.kernel, threads: job.threads,
                                  refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil,
-                                 hold: TemporalHold())
+                                 hold: TemporalHold(), chromaSiting: decoder.chromaSiting)
         let failure = FirstError()
         let watch = ReaderWatch()
         let stopAll = {

@@ -32,6 +32,11 @@ final class VideoDecoder {
     /// An 8-bit source with more colour resolution than 4:2:0 (4:4:4 or 4:2:2 YUV, RGB), which
     /// the 8-bit pipeline halves.
     let reducesChroma: Bool
+    /// Where the source's subsampled chroma samples sit (sample 0, in luma samples), when its
+    /// pictures keep their chroma layout and that is not MPEG-2's left siting, which the
+    /// scaler takes by default: JPEG-style centred chroma (MJPEG), HDR masters' top-left. Nil
+    /// otherwise (also for chroma libswscale reduces to 4:2:0).
+    let chromaSiting: (x: Double, y: Double)?
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
@@ -98,6 +103,7 @@ final class VideoDecoder {
         let isRGB = paletted || flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
         fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
         reducesChroma = !highBitDepth && format != AV_PIX_FMT_NONE && !paletted && (isRGB || VideoDecoder.layout(of: format) != .yuv420)
+        chromaSiting = reducesChroma || isRGB || paletted ? nil : VideoDecoder.siting(of: ctx.pointee.chroma_sample_location)
         let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace
         var primaries = ctx.pointee.color_primaries
@@ -123,6 +129,19 @@ final class VideoDecoder {
             range: fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
             primaries: primaries, transfer: transfer, space: space,
             chromaLocation: AVCHROMA_LOC_LEFT)
+    }
+
+    /// Where chroma sample 0 sits for `location` (luma samples across, down), or nil for MPEG-2's
+    /// left siting and for untagged video (which players take as left-sited).
+    static func siting(of location: AVChromaLocation) -> (x: Double, y: Double)? {
+        switch location {
+        case AVCHROMA_LOC_CENTER: return (0.5, 0.5)
+        case AVCHROMA_LOC_TOPLEFT: return (0, 0)
+        case AVCHROMA_LOC_TOP: return (0.5, 0)
+        case AVCHROMA_LOC_BOTTOMLEFT: return (0, 1)
+        case AVCHROMA_LOC_BOTTOM: return (0.5, 1)
+        default: return nil
+        }
     }
 
     /// What players take untagged video of this size to be (mpv's and VLC's rule): BT.709 from

@@ -932,6 +932,37 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
     }
 
+    /// A source whose chroma the container tags as centred (JPEG-style) or top-left (HDR
+    /// masters) is upscaled with its chroma read where it sits: each output picture's chroma is
+    /// the core's for that siting, exactly (FFV1 in and out), and its luma the untagged
+    /// source's. Before, every source was read as left-sited (MPEG-2's), half a luma sample
+    /// off for these. (FFV1, whose bitstream says nothing of siting: H.264's decoder reports
+    /// its own siting whatever the container says.)
+    func testTheSourcesChromaSitingIsFollowed() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let base = dir.appendingPathComponent("base.mkv").path
+        _ = try run(dir.appendingPathComponent("street-2s.mp4").path,
+                    UpscaleOptions(width: 384, output: base, encoder: EncoderSettings(codec: .ffv1), threads: 2))
+        let first = try XCTUnwrap(Measure.frames(base).first).frame
+        let size = (first.width * 2, first.height * 2)
+        var lumas: [[UInt8]] = []
+        for (location, siting) in [(AVCHROMA_LOC_UNSPECIFIED, nil), (AVCHROMA_LOC_CENTER, (x: 0.5, y: 0.5)), (AVCHROMA_LOC_TOPLEFT, (x: 0.0, y: 0.0))] {
+            let name = String(location.rawValue)
+            let tagged = dir.appendingPathComponent("\(name).mkv").path
+            try Remuxer.copy(base, to: tagged, chromaLocation: location)
+            let out = dir.appendingPathComponent("\(name)-out.mkv").path
+            _ = try run(tagged, UpscaleOptions(width: size.0, output: out, encoder: EncoderSettings(codec: .ffv1), threads: 2))
+            let picture = try XCTUnwrap(Measure.frames(out).first).frame
+            let expected = FrameScaler(input: (first.width, first.height), output: size, layout: .yuv420, chromaSiting: siting).scale(first)
+            for plane in 1...2 {
+                let differing = zip(picture.planes[plane].samples, expected.planes[plane].samples).filter { $0 != $1 }.count
+                XCTAssertEqual(differing, 0, "\(name) plane \(plane)")
+            }
+            lumas.append(picture.planes[0].samples)
+        }
+        XCTAssertEqual(Set(lumas).count, 1, "the luma does not depend on the chroma's siting")
+    }
+
     /// MPEG-TS recordings joined with `cat` whose clock jumps (the second starts 5000 s later,
     /// or earlier) come out as one run of pictures and sound: every picture, evenly timed
     /// across the join, the second recording's first picture right after the first's last.
