@@ -590,7 +590,40 @@ public final class Transcoder {
         }
 
         var framesDone = 0
+        // The video packet last handed back, written once the next one comes, when the length
+        // of its picture is known (FFmpeg's encoders give none): the last of them also reaches
+        // the end of the last picture shown.
+        var heldVideo: UnsafeMutablePointer<AVPacket>?
+        var reorderDelay: Int64?
+        // How long the last picture is shown. An .mp4/.mov says so only in its track's length
+        // (a slide or a frozen end held for seconds): FFmpeg's demuxer gives its packet one
+        // frame's time when B-pictures reorder the stream. The index is whole in these files, so
+        // the length is the source's own (in a Matroska or MPEG-TS cut short it would not be).
+        let tail = { () -> Int64 in
+            var length = decoder.lastDuration
+            let stream = videoStream.pointee
+            if range?.end == nil, input.formatName == "mov,mp4,m4a,3gp,3g2,mj2", stream.duration > 0, let last = decoder.lastDelivered {
+                length = max(length, (stream.start_time == noPTS ? 0 : stream.start_time) + stream.duration - last)
+            }
+            return av_rescale_q(length, stream.time_base, encoder.context.pointee.time_base)
+        }
+        let writeHeld = { (last: Bool) throws in
+            guard let held = heldVideo else { return }
+            if let length = encoder.shownLength(of: held.pointee.pts) { held.pointee.duration = length }
+            // The muxers end the video at the last packet in decoding order (.mp4/.mov: the
+            // sample table's end) or at its latest picture's end (the edit list, Matroska):
+            // both must reach the last picture's end. With B-pictures the last picture shown
+            // is not the last packet, and a held last picture (a slide) outlasts a frame;
+            // with no length at all (an Ogg source, which has no frame rate) the .mp4/.mov
+            // muxer gave the last picture none, and players lost it.
+            if last, let end = encoder.lastPlaced.map({ $0 + tail() }), held.pointee.dts != noPTS {
+                held.pointee.duration = max(held.pointee.duration, end - held.pointee.dts - (reorderDelay ?? 0))
+            }
+            try output.write(held, stream: videoOut)
+            av_packet_free(&heldVideo)
+        }
         let writeStage = {
+            defer { av_packet_free(&heldVideo) }
             do {
                 // A frame counts as done when the encoder hands back its packet, so fps and ETA
                 // include the encoder's own delay instead of racing ahead into its look-ahead.
@@ -599,7 +632,9 @@ public final class Transcoder {
                     // holds its look-ahead: 40 pictures at veryslow, seconds each at 4K and up).
                     // A stop is seen between packets, not after the last of them.
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
-                    try output.write($0, stream: videoOut)
+                    if reorderDelay == nil, $0.pointee.pts != noPTS, $0.pointee.dts != noPTS { reorderDelay = $0.pointee.pts - $0.pointee.dts }
+                    try writeHeld(false)
+                    heldVideo = av_packet_clone($0)
                     framesDone += 1
                     TestHook.crashIfDue(frames: framesDone)
                     let framesTotal = self.reckoned.withLock { $0 } ?? planned
@@ -619,7 +654,9 @@ public final class Transcoder {
                     }
                 }
                 if failure.current == nil && !cancel.isCancelled {
+                    encoder.endShown(after: tail())
                     try encoder.encode(nil, pts: 0, emit: writeVideo)
+                    try writeHeld(true)
                 }
             } catch {
                 failure.record(error)

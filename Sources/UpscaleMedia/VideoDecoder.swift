@@ -249,7 +249,10 @@ final class VideoDecoder {
     /// The timestamp of the last packet sent.
     private var lastSent = noPTS
     /// The time of the last picture delivered.
-    private var lastDelivered: Int64?
+    private(set) var lastDelivered: Int64?
+    /// How long the last picture delivered is shown (stream time base): its packet's duration,
+    /// else one frame at the stream's rate. The output's last picture gets it.
+    private(set) var lastDuration: Int64 = 0
     /// The last damaged picture this decoder failed on: the error, and where ("frame 14 (2.72 s)").
     private(set) var damage: (error: UpscaleError, place: String)?
 
@@ -345,16 +348,20 @@ final class VideoDecoder {
         _ frame: UnsafeMutablePointer<AVFrame>, make: () -> Picture, emit: (Picture, Int64) throws -> Void
     ) throws {
         var pts = frame.pointee.best_effort_timestamp
-        // AVI with packed B-pictures (DivX, Xvid) gives its last picture no time: it is the one
-        // after the picture before it (it went to the encoder untimed, was written with the
-        // time of the picture before, and players dropped it).
-        if pts == noPTS, let last = lastDelivered {
-            let rate = frameRate
-            let step = frame.pointee.pkt_duration > 0 ? frame.pointee.pkt_duration
-                : rate.num > 0 ? av_rescale_q(1, AVRational(num: rate.den, den: rate.num), stream.pointee.time_base) : 1
-            pts = last + max(1, step)
+        let rate = frameRate
+        let frameStep = rate.num > 0 ? av_rescale_q(1, AVRational(num: rate.den, den: rate.num), stream.pointee.time_base) : 0
+        let step = max(1, frame.pointee.pkt_duration > 0 ? frame.pointee.pkt_duration : frameStep)
+        // A picture with no time is the one after the picture before it: AVI with packed
+        // B-pictures (DivX, Xvid) gives its last picture none (it went to the encoder untimed,
+        // was written with the time of the picture before, and players dropped it). A raw
+        // H.264/HEVC stream (.h264, .hevc: no container) gives none to any picture: they start
+        // at the stream's start and follow at its frame rate (they were numbered 0, 1, 2 in
+        // ticks of 1/1200000 s, and 4 s of video played in 0.1 s).
+        if pts == noPTS {
+            pts = lastDelivered.map { $0 + step } ?? startPTS
         }
-        if pts != noPTS { lastDelivered = pts }
+        lastDelivered = pts
+        lastDuration = step
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
             throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
         }

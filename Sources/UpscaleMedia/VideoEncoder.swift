@@ -16,6 +16,22 @@ final class VideoEncoder {
     /// `encode` takes timestamps in the source's time base; the encoder works in this finer
     /// one where the source's holds no frame exactly.
     let grid: FrameGrid?
+    /// The time given to the last picture so far (encoder time base; pictures come in order).
+    private(set) var lastPlaced: Int64?
+    /// How long each picture sent is shown (encoder time base), by its time: until the next
+    /// picture, the last for `endShown`'s length. Taken by `shownLength(of:)`.
+    private var shownFor: [Int64: Int64] = [:]
+
+    /// The last picture sent is shown for `length` (encoder time base).
+    func endShown(after length: Int64) {
+        if let lastPlaced { shownFor[lastPlaced] = length }
+    }
+
+    /// How long the picture timed `pts` is shown, once the picture after it was sent (or
+    /// `endShown`); nil before. Each is given once.
+    func shownLength(of pts: Int64) -> Int64? {
+        shownFor.removeValue(forKey: pts)
+    }
     private let fullRange: Bool
     private let matrix: Int32
     /// Pictures arrive as 10-bit `Frame16`s rather than 8-bit `Frame`s.
@@ -259,7 +275,10 @@ final class VideoEncoder {
                 try check(av_hwframe_transfer_data(upload, software, 0), "cannot upload a picture to the VAAPI device")
                 input = upload
             }
-            input!.pointee.pts = grid?.place(pts) ?? pts
+            let placed = grid?.place(pts) ?? pts
+            input!.pointee.pts = placed
+            if let previous = lastPlaced, placed > previous { shownFor[previous] = placed - previous }
+            lastPlaced = placed
             // Some encoders (prores_ks) write the picture's own colour description into the
             // bitstream, which players trust over the container's.
             input!.pointee.color_range = context.pointee.color_range

@@ -932,6 +932,44 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
     }
 
+    /// Every picture keeps its time and its length to the end of the video:
+    /// - a raw H.264 stream (no container, no timestamps at all) comes out at its frame rate;
+    ///   its pictures were numbered 0, 1, 2 in ticks of 1/1200000 s (2 s played in 0.02 s);
+    /// - an Ogg source (no frame rate) into .mp4/.mov keeps its last picture, which got no
+    ///   length there, so players dropped it;
+    /// - a last picture an .mp4 holds for 3 s (a slide) is held 3 s, in .mp4 and .mkv; it got
+    ///   one frame's time.
+    func testEveryPictureKeepsItsTimeAndLengthToTheEnd() throws {
+        let dir = try workspace(copying: ["street-320x240.h264", "street-theora.ogv", "street-held-end.mp4"])
+        let raw = dir.appendingPathComponent("street-320x240.h264").path
+        XCTAssertTrue(try MediaProbe.packets(raw, stream: 0).allSatisfy { $0.pts == nil }, "a raw stream has no times")
+        let rawOut = dir.appendingPathComponent("raw.mp4").path
+        _ = try run(raw, UpscaleOptions(width: 640, output: rawOut, encoder: EncoderSettings(preset: "ultrafast")))
+        let times = try Measure.videoSeconds(rawOut)
+        XCTAssertEqual(times.count, 20)
+        for (a, b) in zip(times, times.dropFirst()) { XCTAssertEqual(b - a, 0.1, accuracy: 0.001) }
+        XCTAssertEqual(try MediaProbe.info(rawOut).duration, 2.0, accuracy: 0.01)
+
+        for ext in ["mp4", "mov"] {
+            let out = dir.appendingPathComponent("ogg.\(ext)").path
+            _ = try run(dir.appendingPathComponent("street-theora.ogv").path,
+                        UpscaleOptions(width: 640, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(try Measure.frames(out).count, 20, ext)
+            XCTAssertEqual(try Measure.videoSeconds(out).last ?? 0, 1.9, accuracy: 0.01, ext)
+        }
+
+        let held = dir.appendingPathComponent("street-held-end.mp4").path
+        XCTAssertEqual(try MediaProbe.info(held).duration, 5.0, accuracy: 0.01, "the source holds its last picture 3 s")
+        for ext in ["mp4", "mkv"] {
+            let out = dir.appendingPathComponent("held.\(ext)").path
+            _ = try run(held, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(try Measure.frames(out).count, 20, ext)
+            let shown = try Measure.videoSeconds(out)
+            XCTAssertEqual((shown.last ?? 0) - (shown.first ?? 0), 1.9, accuracy: 0.01, ext)
+            XCTAssertEqual(try MediaProbe.info(out).duration, 5.0, accuracy: 0.03, ext)
+        }
+    }
+
     /// A source whose chroma the container tags as centred (JPEG-style) or top-left (HDR
     /// masters) is upscaled with its chroma read where it sits: each output picture's chroma is
     /// the core's for that siting, exactly (FFV1 in and out), and its luma the untagged
