@@ -16,6 +16,9 @@ final class InputFile {
         self.path = path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            if path == "-" {
+                throw UpscaleError(.input, "'-' is not standard input here; give /dev/stdin to read from a pipe (… | upscale /dev/stdin -o out.mp4)")
+            }
             throw UpscaleError(.input, "'\(path)' does not exist; check the path")
         }
         if isDirectory.boolValue {

@@ -188,6 +188,11 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertEqual(listing(dir), ["pipes", "stdin Upscaled.mov", "street-2s.mp4"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: "/dev/stdin Upscaled.mov"))
+        // "-", as other tools take standard input, names /dev/stdin (it said "'-' does not exist").
+        let dash = try upscale(["-", "--width", "256"], in: dir)
+        XCTAssertEqual(dash.status, 1, dash.stderr)
+        XCTAssertEqual(dash.stderr.split(separator: "\n").count, 1, dash.stderr)
+        XCTAssertTrue(dash.stderr.contains("give /dev/stdin to read from a pipe"), dash.stderr)
     }
 
     /// WebM damaged in the middle: FFmpeg's Matroska demuxer skips to the next cluster it
