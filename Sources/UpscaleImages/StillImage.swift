@@ -149,21 +149,25 @@ public final class StillImage {
         let plain = [VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB16, VIPS_INTERPRETATION_B_W, VIPS_INTERPRETATION_GREY16]
         // libvips takes gray and sRGB floats as 0…255; most programs that write them (GIMP,
         // ImageMagick, scientific tools) mean 0…1, which came out black. A picture whose
-        // brightest sample is at most 1 is taken as 0…1.
+        // brightest sample is at most 1 is taken as 0…1, and a PFM always is (its format's
+        // white is 1; an HDR render's highlights above it made the whole picture black).
         var unitRange = false
+        var clipped = false
         if floating && (space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_sRGB) {
             var largest = 0.0
             var stretched: UnsafeMutablePointer<VipsImage>?
-            if upscale_vips_max(current, &largest) == 0, largest <= 1,
+            if upscale_vips_max(current, &largest) == 0, largest <= 1 || StillImage.isPFM(path),
                upscale_vips_scale_cast(current, &stretched, 255, VIPS_FORMAT_FLOAT) == 0, let stretched {
                 upscale_vips_unref(current)
                 current = stretched
                 unitRange = true
+                clipped = largest > 1
             }
         }
         if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
             let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
-            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : "")\(unitRange ? " (samples of 0 to 1)" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")")
+            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : "")\(unitRange ? " (samples of 0 to 1)" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")"
+                + (clipped ? "; samples above 1 (brighter than white) are clipped" : ""))
             try convert(to: grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16)
         }
         let bands = Int(upscale_vips_bands(current))
@@ -343,6 +347,21 @@ public final class StillImage {
         guard upscale_vips_copy_as(mapped, &copy, outputInterpretation) == 0, var tagged = copy else { throw ImagePlanes.failure("cannot prepare '\(path)'") }
         defer { upscale_vips_unref(tagged) }
         let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
+        if ext == "pfm" {
+            // A PFM holds floats whose white is 1: the 16-bit samples were written as they are
+            // (0…65535), 65535 times too bright for every reader.
+            // (Tagged sRGB or B_W: libvips' saver converts 16-bit-tagged floats first.)
+            var unit: UnsafeMutablePointer<VipsImage>?, floats: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_scale_cast(tagged, &unit, 1 / (sixteenBit ? 65535 : 255), VIPS_FORMAT_FLOAT) == 0, let unit else {
+                throw ImagePlanes.failure("cannot prepare '\(path)'")
+            }
+            defer { upscale_vips_unref(unit) }
+            guard upscale_vips_copy_as(unit, &floats, colourBands == 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W) == 0, let floats else {
+                throw ImagePlanes.failure("cannot prepare '\(path)'")
+            }
+            upscale_vips_unref(tagged)
+            tagged = floats
+        }
         // The print resolution stays the input's (a PNG's or TIFF's became libvips' 25.4 dpi).
         tagged.pointee.Xres = image.pointee.Xres
         tagged.pointee.Yres = image.pointee.Yres
@@ -389,6 +408,14 @@ public final class StillImage {
             if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
             throw failure
         }
+    }
+
+    /// Whether `path` is a Portable Float Map ("PF" colour or "Pf" gray header).
+    static func isPFM(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 3), head.count == 3 else { return false }
+        return head[0] == 0x50 && (head[1] == 0x46 || head[1] == 0x66) && (head[2] == 0x0A || head[2] == 0x0D || head[2] == 0x20)
     }
 
     /// The frame count of an animated PNG (its `acTL` chunk, before the first `IDAT`), which

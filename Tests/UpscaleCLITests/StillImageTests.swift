@@ -620,6 +620,56 @@ final class StillImageTests: XCTestCase {
         XCTAssertTrue(jpeg.stderr.contains("use --format png to keep them"), jpeg.stderr)
     }
 
+    /// A PFM (floats whose white is 1) with a highlight above 1 is read as 0…1 with the highlight
+    /// clipped: the picture is the one without the highlight, not black (it was taken as
+    /// 0…255). A PFM output holds 0…1 again (it held 0…65535).
+    func testPFMIsReadAndWrittenWithWhiteAtOne() throws {
+        let photo = try open(butterfly)
+        defer { upscale_vips_unref(photo) }
+        let width = Int(vips_image_get_width(photo)), height = Int(vips_image_get_height(photo))
+        let samples = [UInt8](try pixels(butterfly))
+        XCTAssertEqual(samples.count, width * height * 3)
+        // PFM rows run bottom to top, little-endian floats (a negative scale says so).
+        let pfm = { (name: String, highlight: Bool) throws in
+            var data = Data("PF\n\(width) \(height)\n-1.0\n".utf8)
+            for y in (0..<height).reversed() {
+                for x in 0..<width {
+                    for band in 0..<3 {
+                        var value = Float(samples[(y * width + x) * 3 + band]) / 255
+                        if highlight && x < 10 && y < 10 { value = 1.5 }
+                        withUnsafeBytes(of: value.bitPattern.littleEndian) { data.append(contentsOf: $0) }
+                    }
+                }
+            }
+            try data.write(to: URL(fileURLWithPath: self.path(name)))
+        }
+        try pfm("plain.pfm", false)
+        try pfm("bright.pfm", true)
+        var means: [Double] = []
+        for name in ["plain", "bright"] {
+            let result = try run([path("\(name).pfm"), "--format", "png"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stderr.contains("samples above 1 (brighter than white) are clipped"), name == "bright", result.stderr)
+            let out = [UInt8](try pixels(path("\(name) Upscaled.png")))
+            means.append(stride(from: 0, to: out.count, by: 2).reduce(0.0) { $0 + Double(UInt16(out[$1]) | UInt16(out[$1 + 1]) << 8) } / Double(out.count / 2))
+        }
+        XCTAssertGreaterThan(means[0], 10000, "the photo at its own brightness")
+        XCTAssertEqual(means[1], means[0], accuracy: means[0] * 0.01, "a small highlight leaves the picture as it was")
+        // Out as PFM: floats of 0…1, as bright as the source.
+        let result = try run([path("plain.pfm"), "-o", path("out.pfm")])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let written = try open(path("out.pfm"))
+        defer { upscale_vips_unref(written) }
+        var largest = 0.0
+        XCTAssertEqual(upscale_vips_max(written, &largest), 0)
+        XCTAssertLessThanOrEqual(largest, 1.0)
+        XCTAssertGreaterThan(largest, 0.9)
+        let floats = try pixels(path("out.pfm")).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let mean = floats.reduce(0.0) { $0 + Double($1) } / Double(floats.count)
+        let sourceMean = samples.reduce(0.0) { $0 + Double($1) } / Double(samples.count) / 255
+        XCTAssertEqual(mean, sourceMean, accuracy: sourceMean * 0.02)
+    }
+
     /// One PNG chunk: length, type, data, CRC-32 of type and data.
     private func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
         let body = Array(type.utf8) + data
