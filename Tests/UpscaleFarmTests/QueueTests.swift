@@ -228,6 +228,31 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(try q.job(id: id)?.chunksDone, 1)
     }
 
+    /// The server ends the connection in the middle of a transaction (as at a restart, or an
+    /// administrator's pg_terminate_backend): the call is made again on a new connection and
+    /// comes back. A worker waited for good after a server restart: the ROLLBACK it sent on the
+    /// closing connection was never answered.
+    func testATransactionWhoseConnectionIsEndedIsMadeAgain() throws {
+        let q = try queue()
+        try q.execute("DROP SEQUENCE IF EXISTS upscale_test_once")
+        try q.execute("CREATE SEQUENCE upscale_test_once")
+        let done = DispatchSemaphore(value: 0)
+        final class Outcome: @unchecked Sendable { var error: String? }
+        let outcome = Outcome()
+        Thread.detachNewThread {
+            do {
+                // A sequence is outside transactions: only the first attempt ends its connection
+                // (so the call fails unless it is made again).
+                try q.executeInTransaction("SELECT CASE WHEN nextval('upscale_test_once') = 1 THEN pg_terminate_backend(pg_backend_pid()) ELSE true END")
+            } catch {
+                outcome.error = "\(error)"
+            }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 90), .success, "the call never came back")
+        XCTAssertNil(outcome.error)
+    }
+
     func testAddressAndPathMap() throws {
         let env = ["PGPASSWORD": "pw", "USER": "me"]
         let a = try QueueAddress("postgres://farm@nas.local:6543/upscale?sslmode=require", environment: env)
