@@ -204,7 +204,7 @@ public final class PostgresQueue: @unchecked Sendable {
             _ = try bounded(c.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger))
             do {
                 let value = try body(c)
-                _ = try bounded(c.query("COMMIT", logger: logger))
+                _ = try c.query("COMMIT", logger: logger).wait()
                 return value
             } catch {
                 // A lost connection is asked nothing more: the server ends its transaction with
@@ -220,13 +220,15 @@ public final class PostgresQueue: @unchecked Sendable {
 
     @discardableResult
     func run(_ c: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
-        try bounded(c.query(query, logger: logger))
+        try c.query(query, logger: logger).wait()
     }
 
-    /// The longest an answer from the server is waited for. postgres-nio 1.33 can leave a
-    /// request on a connection that is closing unanswered for good; past this the connection
-    /// is taken as lost, closed and made again (and the call repeated, as for any lost
-    /// connection). The queue's statements take milliseconds.
+    /// The longest a connection's opening, closing, its LISTEN, a BEGIN or a ROLLBACK is waited
+    /// for: postgres-nio 1.33 can leave a request on a connection that is closing unanswered
+    /// for good. Past it the connection is taken as lost, closed and made again (and the call
+    /// repeated, as for any lost connection). Statements that do the queue's work are waited
+    /// for as long as they take: one may wait on a lock, and a COMMIT past a limit may have
+    /// committed, so repeating it would not be safe.
     static let answerTimeout = TimeAmount.seconds(30)
 
     /// `future`'s value, or a lost-connection error once `answerTimeout` has passed.

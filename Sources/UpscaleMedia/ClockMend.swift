@@ -7,47 +7,64 @@ import CFFmpeg
 /// (an hour of one frame for two clips joined), and a jump back stopped the job at the
 /// muxer. Here a jump moves everything after it to where the stream would have gone on.
 ///
-/// A jump is seen on a picture or sound packet whose decoding time lies more than 10 s
-/// after its stream's next expected time (FFmpeg's command takes the same 10 s), or before
-/// the stream's previous packet. The shift is one for the whole file, so the streams keep
-/// their places relative to one another; a later stream that would then run backwards moves
-/// everything on again, leaving a short gap rather than overlapping sound. A file without
-/// jumps is left exactly as it is.
+/// A jump is a packet whose time lies more than 10 s past everything read so far
+/// (FFmpeg's command takes the same 10 s), or more than 10 s before its own stream's
+/// previous packet: what comes from there on is moved to go on where everything read so far
+/// ends. The shift is one for the whole file, so the streams keep their places relative to
+/// one another. A stream with a long gap of its own (sound that stops for a minute) is not a
+/// jump: it comes back in step with the others. A sound packet a little before its stream's
+/// previous one (a glitch; the new recording's sound starting a little before the picture
+/// that showed the jump) moves everything on just enough for it to follow, as a muxer needs
+/// sound to run forwards (a picture so placed is left to the decoder, which goes by its
+/// presentation time). A file without jumps is left exactly as it is.
 final class ClockMend {
-    /// The longest step forward that is still the same clock (microseconds).
+    /// The longest step that is still the same clock (microseconds).
     static let leap = Int64(10 * AV_TIME_BASE)
     private static let micro = AVRational(num: 1, den: AV_TIME_BASE)
 
     /// Microseconds added to every packet read from here on.
     private var offset: Int64 = 0
-    /// Per stream: its last packet's decoding time, and where the next one is expected
-    /// (microseconds, mended).
+    /// Per stream: its last packet's time, and where the next one is expected (microseconds,
+    /// mended).
     private var last: [Int: Int64] = [:]
     private var next: [Int: Int64] = [:]
-    /// Jumps of a second or more (small corrections, such as a packet a tick early, are not counted).
+    /// Where everything read so far ends: the latest expected time of any picture or sound stream.
+    private var end: Int64?
+    /// Jumps of the clock (not the small corrections).
     private(set) var jumps = 0
 
     /// Moves `packet` (of `stream`) by the file's shift so far, after checking it for a jump.
+    /// Times are presentation times where the packet has one (a picture's decoding time runs
+    /// behind it by the reordering delay: the new recording's first picture would come that
+    /// much late), else decoding times.
     func mend(_ packet: UnsafeMutablePointer<AVPacket>, stream: UnsafeMutablePointer<AVStream>) {
         let tb = stream.pointee.time_base
-        let par = stream.pointee.codecpar.pointee
+        let type = stream.pointee.codecpar.pointee.codec_type
         let index = Int(packet.pointee.stream_index)
-        let dts = packet.pointee.dts
-        if par.codec_type == AVMEDIA_TYPE_VIDEO || par.codec_type == AVMEDIA_TYPE_AUDIO, dts != noPTS {
-            var at = av_rescale_q(dts, tb, Self.micro) + offset
-            if let previous = last[index], let expected = next[index], at - expected > Self.leap || at < previous {
-                let step = expected - at
-                offset += step
-                at += step
-                if abs(step) >= Int64(AV_TIME_BASE) { jumps += 1 }
+        let stamp = packet.pointee.pts != noPTS ? packet.pointee.pts : packet.pointee.dts
+        let timed = type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
+        if timed || type == AVMEDIA_TYPE_SUBTITLE, stamp != noPTS {
+            var at = av_rescale_q(stamp, tb, Self.micro) + offset
+            if let end, at - end > Self.leap || last[index].map({ $0 - at > Self.leap }) ?? false {
+                // The clock jumped: on from the end of everything so far.
+                offset += end - at
+                at = end
+                jumps += 1
+            } else if type == AVMEDIA_TYPE_AUDIO, let previous = last[index], let expected = next[index], at < previous {
+                offset += expected - at
+                at = expected
             }
             last[index] = at
-            next[index] = at + Self.length(of: packet, stream: stream)
+            if timed {
+                let following = at + Self.length(of: packet, stream: stream)
+                next[index] = following
+                end = max(end ?? following, following)
+            }
         }
         guard offset != 0 else { return }
         let shift = av_rescale_q(offset, Self.micro, tb)
         if packet.pointee.pts != noPTS { packet.pointee.pts += shift }
-        if dts != noPTS { packet.pointee.dts += shift }
+        if packet.pointee.dts != noPTS { packet.pointee.dts += shift }
     }
 
     /// Forgets the clock after a seek: what was read before no longer precedes what comes next.
@@ -55,6 +72,7 @@ final class ClockMend {
         offset = 0
         last = [:]
         next = [:]
+        end = nil
     }
 
     /// How long `packet` lasts (microseconds): its own duration, else one frame of its stream

@@ -213,6 +213,29 @@ public enum MediaProbe {
         }
     }
 
+    /// How long the main video runs as the transcoder reads it, for an MPEG-TS/PS whose clock
+    /// jumps (the jumps evened out, `ClockMend`): from its first picture's time to the end of
+    /// its last. Nil when the clock does not jump: the file's own duration then holds. Reads
+    /// every packet (no decoding).
+    public static func mendedVideoSeconds(_ path: String) throws -> Double? {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        let index = try input.videoStreamIndex()
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        var first: Int64?, end: Int64?
+        while try input.read(into: packet!) {
+            let p = packet!.pointee
+            if Int(p.stream_index) == index, p.pts != noPTS {
+                first = min(first ?? p.pts, p.pts)
+                end = max(end ?? p.pts, p.pts + max(p.duration, 0))
+            }
+            av_packet_unref(packet)
+        }
+        guard input.clockJumps > 0, let first, let end else { return nil }
+        return Double(end - first) * input.stream(index).pointee.time_base.double
+    }
+
     /// Every packet of stream `index`, in file order.
     public static func packets(_ path: String, stream index: Int) throws -> [PacketRecord] {
         MediaLibrary.configure()

@@ -214,9 +214,9 @@ final class OutputFile {
     }
 
     /// The output streams whose title (a track name: "Commentary", "Director's cut") the
-    /// .mov/.mp4 muxer leaves out (FFmpeg 5.1's writes none), by index.
+    /// .mov muxer leaves out (FFmpeg 5.1's writes a track's name only into .mp4), by index.
     func titlesLost() -> [(stream: Int, title: String)] {
-        guard muxerName == "mov" || muxerName == "mp4" else { return [] }
+        guard muxerName == "mov" else { return [] }
         return (0..<Int(context.pointee.nb_streams)).compactMap { index in
             guard let entry = av_dict_get(stream(index).pointee.metadata, "title", nil, 0) else { return nil }
             let title = String(cString: entry.pointee.value)

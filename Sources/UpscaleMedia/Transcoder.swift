@@ -265,7 +265,7 @@ public final class Transcoder {
             logger.notice("the language '\(code)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
         }
         for (index, title) in output.titlesLost() {
-            logger.notice("the title '\(title)' of output stream \(index) cannot be recorded in .\(output.muxerName) (FFmpeg's muxer writes no track names); use .mkv to keep it")
+            logger.notice("the title '\(title)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer writes no track names); use .mp4 or .mkv to keep it")
         }
     }
 
@@ -419,10 +419,11 @@ public final class Transcoder {
         let scaled = BoundedQueue<Item>(capacity: 1)
         let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
         let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
+        let layout: ChromaLayout = encoder.tenBit ? encoder.layout : .yuv420
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
-                                 layout: encoder.tenBit ? encoder.layout : .yuv420, kernel: job.kernel, threads: job.threads,
+                                 layout: layout, kernel: job.kernel, threads: job.threads,
                                  refiner: job.refine ? EdgeRefiner.trained(input: (decoder.width, decoder.height), output: (job.width, job.height)) : nil,
-                                 hold: TemporalHold(), chromaSiting: decoder.chromaSiting)
+                                 hold: TemporalHold(), chromaSiting: decoder.chromaSiting(in: layout))
         let failure = FirstError()
         let watch = ReaderWatch()
         let stopAll = {
@@ -443,6 +444,9 @@ public final class Transcoder {
         reckoned.withLock { $0 = nil }
 
         let hidden = HiddenPackets(muxer: (output as? OutputFile)?.muxerName)
+        // The last picture given to the scaler: its time and how long it is shown (stream time
+        // base). Set by the reader, read by the writer once the reader is done.
+        var lastShown: (pts: Int64, length: Int64)?
         let readStage = {
             var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
             defer { av_packet_free(&packet) }
@@ -488,6 +492,7 @@ public final class Transcoder {
                     watch.waiting(true)
                     defer { watch.waiting(false) }
                     if !decoded.push(.picture(frame, pts: pts)) { throw UpscaleError.cancelled() }
+                    if pts != noPTS { lastShown = (pts, decoder.lastDuration) }
                     watch.picture()
                 }
                 let forward: (UnsafeMutablePointer<AVPacket>, Int) -> Void = { p, stream in
@@ -603,9 +608,10 @@ public final class Transcoder {
         // frame's time when B-pictures reorder the stream. The index is whole in these files, so
         // the length is the source's own (in a Matroska or MPEG-TS cut short it would not be).
         let tail = { () -> Int64 in
-            var length = decoder.lastDuration
+            guard let (last, shownFor) = lastShown else { return 0 }
+            var length = shownFor
             let stream = videoStream.pointee
-            if range?.end == nil, input.formatName == "mov,mp4,m4a,3gp,3g2,mj2", stream.duration > 0, let last = decoder.lastDelivered {
+            if range?.end == nil, input.formatName == "mov,mp4,m4a,3gp,3g2,mj2", stream.duration > 0 {
                 length = max(length, (stream.start_time == noPTS ? 0 : stream.start_time) + stream.duration - last)
             }
             return av_rescale_q(length, stream.time_base, encoder.context.pointee.time_base)
@@ -637,7 +643,8 @@ public final class Transcoder {
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     if reorderDelay == nil, $0.pointee.pts != noPTS, $0.pointee.dts != noPTS { reorderDelay = $0.pointee.pts - $0.pointee.dts }
                     try writeHeld(false)
-                    heldVideo = av_packet_clone($0)
+                    guard let copy = av_packet_clone($0) else { throw UpscaleError(.processing, "out of memory") }
+                    heldVideo = copy
                     framesDone += 1
                     TestHook.crashIfDue(frames: framesDone)
                     let framesTotal = self.reckoned.withLock { $0 } ?? planned

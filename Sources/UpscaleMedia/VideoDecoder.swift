@@ -32,11 +32,9 @@ final class VideoDecoder {
     /// An 8-bit source with more colour resolution than 4:2:0 (4:4:4 or 4:2:2 YUV, RGB), which
     /// the 8-bit pipeline halves.
     let reducesChroma: Bool
-    /// Where the source's subsampled chroma samples sit (sample 0, in luma samples), when its
-    /// pictures keep their chroma layout and that is not MPEG-2's left siting, which the
-    /// scaler takes by default: JPEG-style centred chroma (MJPEG), HDR masters' top-left. Nil
-    /// otherwise (also for chroma libswscale reduces to 4:2:0).
-    let chromaSiting: (x: Double, y: Double)?
+    /// The source's chroma siting as tagged and its subsampling (1 or 2 across, down); nil
+    /// for RGB and paletted pictures.
+    private let sourceChroma: (location: AVChromaLocation, across: Int, down: Int)?
     /// Deinterlace pictures flagged interlaced (bwdif) before conversion.
     private let deinterlace: Bool
     private var deinterlacer: Deinterlacer?
@@ -103,7 +101,9 @@ final class VideoDecoder {
         let isRGB = paletted || flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
         fullRange = !isRGB && (ctx.pointee.color_range == AVCOL_RANGE_JPEG || jpegFormats.contains(format))
         reducesChroma = !highBitDepth && format != AV_PIX_FMT_NONE && !paletted && (isRGB || VideoDecoder.layout(of: format) != .yuv420)
-        chromaSiting = reducesChroma || isRGB || paletted ? nil : VideoDecoder.siting(of: ctx.pointee.chroma_sample_location)
+        sourceChroma = format == AV_PIX_FMT_NONE || isRGB ? nil
+            : (ctx.pointee.chroma_sample_location, 1 << Int(av_pix_fmt_desc_get(format).pointee.log2_chroma_w),
+               1 << Int(av_pix_fmt_desc_get(format).pointee.log2_chroma_h))
         let guess = VideoDecoder.guessedColor(width: width, height: height)
         var space = ctx.pointee.colorspace
         var primaries = ctx.pointee.color_primaries
@@ -129,6 +129,19 @@ final class VideoDecoder {
             range: fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
             primaries: primaries, transfer: transfer, space: space,
             chromaLocation: AVCHROMA_LOC_LEFT)
+    }
+
+    /// Where the source's chroma sample 0 sits (luma samples across, down) in pictures of
+    /// `layout`, when the source says it is not MPEG-2's left siting, which the scaler takes by
+    /// default: JPEG-style centred chroma (4:2:0 MJPEG), HDR masters' top-left. Only along an
+    /// axis the source is subsampled as `layout` is: libswscale re-makes the chroma along
+    /// another (4:2:2 reduced to 4:2:0, down), where the layout's own siting holds. Nil when
+    /// nothing differs from the layout's.
+    func chromaSiting(in layout: ChromaLayout) -> (x: Double, y: Double)? {
+        guard let sourceChroma, let tagged = VideoDecoder.siting(of: sourceChroma.location) else { return nil }
+        let sub = layout.subsampling(plane: 1), own = layout.siting(plane: 1)
+        let siting = (x: sub.x == sourceChroma.across ? tagged.x : own.x, y: sub.y == sourceChroma.down ? tagged.y : own.y)
+        return siting == own ? nil : siting
     }
 
     /// Where chroma sample 0 sits for `location` (luma samples across, down), or nil for MPEG-2's
@@ -249,7 +262,7 @@ final class VideoDecoder {
     /// The timestamp of the last packet sent.
     private var lastSent = noPTS
     /// The time of the last picture delivered.
-    private(set) var lastDelivered: Int64?
+    private var lastDelivered: Int64?
     /// How long the last picture delivered is shown (stream time base): its packet's duration,
     /// else one frame at the stream's rate. The output's last picture gets it.
     private(set) var lastDuration: Int64 = 0
@@ -354,13 +367,16 @@ final class VideoDecoder {
         // A picture with no time is the one after the picture before it: AVI with packed
         // B-pictures (DivX, Xvid) gives its last picture none (it went to the encoder untimed,
         // was written with the time of the picture before, and players dropped it). A raw
-        // H.264/HEVC stream (.h264, .hevc: no container) gives none to any picture: they start
-        // at the stream's start and follow at its frame rate (they were numbered 0, 1, 2 in
-        // ticks of 1/1200000 s, and 4 s of video played in 0.1 s).
-        if pts == noPTS {
-            pts = lastDelivered.map { $0 + step } ?? startPTS
+        // H.264/HEVC stream (.h264, .hevc: no container) gives none to any picture, and has no
+        // start time: they start at 0 and follow at its frame rate (they were numbered 0, 1, 2
+        // in ticks of 1/1200000 s, and 4 s of video played in 0.1 s). A first picture with no
+        // time in a stream that has a start time is left untimed, as before.
+        if pts == noPTS, let last = lastDelivered {
+            pts = last + step
+        } else if pts == noPTS, stream.pointee.start_time == noPTS {
+            pts = 0
         }
-        lastDelivered = pts
+        if pts != noPTS { lastDelivered = pts }
         lastDuration = step
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
             throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)

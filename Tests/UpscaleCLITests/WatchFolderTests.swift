@@ -670,6 +670,29 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try listing().jobs.first { $0.source == "later.mp4" }?.state, "queued")
     }
 
+    /// Two MPEG-TS recordings joined with `cat` (the second's clock 5000 s on) come out whole
+    /// and pass the check after the job: it compared the output (4 s) with the length the
+    /// file's header gives (first time to last: 5002 s) and put the source in Failed/.
+    func testAJoinedRecordingWhoseClockJumpsPassesTheCheck() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-tsjoin-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var joined = Data()
+        for (name, delay) in [("a.ts", 1.4), ("b.ts", 5000.0)] {
+            let part = dir.appendingPathComponent(name)
+            try Remuxer.copy(Self.clip.path, to: part.path, delay: delay)
+            joined += try Data(contentsOf: part)
+        }
+        let made = dir.appendingPathComponent("joined.ts")
+        try joined.write(to: made)
+        try drop(made, as: "joined.ts")
+        let result = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(files("Failed"), [], result.stderr)
+        XCTAssertEqual(files("Originals"), ["joined.ts"])
+        XCTAssertEqual(files("Upscaled"), ["joined Upscaled.mov"])
+    }
+
     /// Files of one name stem running at once (clip.ts and clip.webm both become "clip
     /// Upscaled.mov") with --jobs 2: the one that finishes second gets the next free name.
     /// It failed at the end of its whole encode ("appeared while upscaling") and was retried;

@@ -230,8 +230,9 @@ final class QueueTests: XCTestCase {
 
     /// The server ends the connection in the middle of a transaction (as at a restart, or an
     /// administrator's pg_terminate_backend): the call is made again on a new connection and
-    /// comes back. A worker waited for good after a server restart: the ROLLBACK it sent on the
-    /// closing connection was never answered.
+    /// comes back, without a ROLLBACK on the lost one. (A worker waited for good after a server
+    /// restart when a ROLLBACK sent on the closing connection was never answered; that timing
+    /// is not made here: this ROLLBACK failed at once.)
     func testATransactionWhoseConnectionIsEndedIsMadeAgain() throws {
         let q = try queue()
         try q.execute("DROP SEQUENCE IF EXISTS upscale_test_once")
