@@ -185,6 +185,10 @@ static inline void upscale_vips_unref(VipsImage *image) { g_object_unref(image);
 static inline VipsImage *upscale_vips_open(const char *path) {
     return vips_image_new_from_file(path, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
 }
+/// Page `page` of a file of several (an icon's sizes), as `upscale_vips_open` loads page 0.
+static inline VipsImage *upscale_vips_open_page(const char *path, int page) {
+    return vips_image_new_from_file(path, "page", page, "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+}
 /// Saves by the file name's suffix; saver options may follow in brackets ("x.jpg[Q=90,strip]").
 static inline int upscale_vips_write(VipsImage *in, const char *path) { return vips_image_write_to_file(in, path, NULL); }
 static inline int upscale_vips_cast(VipsImage *in, VipsImage **out, VipsBandFormat format) { return vips_cast(in, out, format, NULL); }

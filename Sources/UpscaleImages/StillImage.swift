@@ -107,7 +107,7 @@ public final class StillImage {
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)??.intValue ?? -1
         if size == 0 { throw ImagePlanes.ImageError(message: "'\(path)' is empty (0 bytes); it may still be copying or the copy failed") }
-        guard let loaded = upscale_vips_open(path) else {
+        guard var loaded = upscale_vips_open(path) else {
             let detail = String(cString: upscale_vips_error_buffer()).split(separator: "\n").first.map(String.init) ?? "unknown format"
             upscale_vips_error_clear()
             throw ImagePlanes.ImageError(message: "'\(path)' is not an image libvips can read (\(detail))")
@@ -117,7 +117,18 @@ public final class StillImage {
         // JPEG 2000's "pages" are its resolution levels (page 1 is the half-size picture): one picture.
         let levels = ["jp2", "j2k", "jpx"].contains(URL(fileURLWithPath: path).pathExtension.lowercased())
         let frames = levels ? 1 : max(Int(upscale_vips_pages(loaded)), StillImage.animatedPNGFrames(path) ?? 1)
-        if frames > 1 {
+        if frames > 1 && StillImage.isICO(path) {
+            // An icon holds one picture at several sizes, the smallest usually first: the
+            // largest is upscaled (the 16x16 one was, with a 64x64 in the file).
+            for page in 1..<frames {
+                guard var other = upscale_vips_open_page(path, Int32(page)) else { continue }
+                if Int(upscale_vips_width(other)) * Int(upscale_vips_height(other)) > Int(upscale_vips_width(loaded)) * Int(upscale_vips_height(loaded)) {
+                    swap(&loaded, &other)
+                }
+                upscale_vips_unref(other)
+            }
+            notices.append("'\(path)' holds the icon at \(frames) sizes; the largest (\(upscale_vips_width(loaded))x\(upscale_vips_height(loaded))) is upscaled")
+        } else if frames > 1 {
             notices.append("'\(path)' has \(frames) frames; only the first is upscaled")
         }
         var upright: UnsafeMutablePointer<VipsImage>?
@@ -408,6 +419,14 @@ public final class StillImage {
             if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
             throw failure
         }
+    }
+
+    /// Whether `path` is a Windows icon (.ico: reserved 0, type 1).
+    static func isICO(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 4), head.count == 4 else { return false }
+        return [UInt8](head) == [0, 0, 1, 0]
     }
 
     /// Whether `path` is a Portable Float Map ("PF" colour or "Pf" gray header).

@@ -670,6 +670,36 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(mean, sourceMean, accuracy: sourceMean * 0.02)
     }
 
+    /// A multi-size icon (16, 32 and 64 px wide, smallest first, as favicons list them) is
+    /// upscaled from its largest size, with a note; the 16-px one was ("has 3 frames").
+    func testAnIconIsUpscaledFromItsLargestSize() throws {
+        var entries: [(width: Int, height: Int, png: Data)] = []
+        for width in [16, 32, 64] {
+            let made = try make("icon\(width).png") { image in
+                var out: UnsafeMutablePointer<VipsImage>?
+                XCTAssertEqual(upscale_vips_resize_lanczos3(image, &out, Double(width) / Double(vips_image_get_width(image))), 0)
+                return try XCTUnwrap(out)
+            }
+            let (w, h, _, _) = try header(made)
+            entries.append((w, h, try Data(contentsOf: URL(fileURLWithPath: made))))
+        }
+        // ICONDIR, then one ICONDIRENTRY per size (PNG-compressed entries), then the PNGs.
+        let little = { (value: Int, bytes: Int) in (0..<bytes).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        var icon = little(0, 2) + little(1, 2) + little(entries.count, 2)
+        var offset = 6 + 16 * entries.count
+        for entry in entries {
+            icon += [UInt8(entry.width), UInt8(entry.height), 0, 0] + little(1, 2) + little(32, 2) + little(entry.png.count, 4) + little(offset, 4)
+            offset += entry.png.count
+        }
+        try Data(icon + entries.flatMap { [UInt8]($0.png) }).write(to: URL(fileURLWithPath: path("icon.ico")))
+        let largest = try XCTUnwrap(entries.last)
+        let result = try run([path("icon.ico"), "--scale", "2", "--format", "png"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("holds the icon at 3 sizes; the largest (\(largest.width)x\(largest.height)) is upscaled"), result.stderr)
+        let out = try header(path("icon Upscaled.png"))
+        XCTAssertEqual([out.width, out.height], [2 * largest.width, 2 * largest.height])
+    }
+
     /// One PNG chunk: length, type, data, CRC-32 of type and data.
     private func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
         let body = Array(type.utf8) + data
