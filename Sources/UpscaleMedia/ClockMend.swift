@@ -5,7 +5,7 @@ import CFFmpeg
 /// a splice, an encoder restarted mid-recording: the file goes on, its clock starts again
 /// elsewhere. Read as they are, a jump forward became a still picture as long as the jump
 /// (an hour of one frame for two clips joined), and a jump back stopped the job at the
-/// muxer. Here a jump moves everything after it to where the stream would have gone on.
+/// muxer. Here a jump moves everything after it on from where everything read so far ends.
 ///
 /// A jump is a packet whose time lies more than 10 s past everything read so far
 /// (FFmpeg's command takes the same 10 s), or more than 10 s before its own stream's

@@ -134,7 +134,7 @@ final class InputFile {
         return true
     }
 
-    /// How many times the file's clock jumped by a second or more in what was read so far
+    /// How many times the file's clock jumped (over 10 s, `ClockMend`) in what was read so far
     /// (MPEG-TS/PS: segments joined, a splice); the packets after a jump were moved on.
     var clockJumps: Int { clock?.jumps ?? 0 }
 
