@@ -26,7 +26,7 @@
     X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
     X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
     X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform) \
-    X(vips_linear1) X(vips_max)
+    X(vips_linear1) X(vips_max) X(vips_image_decode)
 
 typedef struct {
 #define UPSCALE_VIPS_ENTRY(name) __typeof__(&name) name;
@@ -115,6 +115,7 @@ static inline const upscale_vips_table *upscale_vips(void) {
 #define vips_icc_transform (upscale_vips()->vips_icc_transform)
 #define vips_linear1 (upscale_vips()->vips_linear1)
 #define vips_max (upscale_vips()->vips_max)
+#define vips_image_decode (upscale_vips()->vips_image_decode)
 
 static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
@@ -206,6 +207,11 @@ static inline int upscale_vips_scale_cast(VipsImage *in, VipsImage **out, double
     g_object_unref(scaled);
     return status;
 }
+/// A packed image unpacked: Radiance's RGBE (coding "rad") to Float scRGB, LABQ to Lab;
+/// an unpacked image is only referenced again.
+static inline int upscale_vips_decode(VipsImage *in, VipsImage **out) { return vips_image_decode(in, out); }
+/// Whether the image's samples are packed (Radiance RGBE, LABQ) rather than plain numbers.
+static inline int upscale_vips_coded(const VipsImage *in) { return in->Coding != VIPS_CODING_NONE; }
 /// The largest sample of any band (the whole picture is decoded for it).
 static inline int upscale_vips_max(VipsImage *in, double *largest) { return vips_max(in, largest, NULL); }
 static inline int upscale_vips_copy_as(VipsImage *in, VipsImage **out, VipsInterpretation space) {

@@ -15,13 +15,19 @@ public final class StillImage {
                                                  "avif", "jxl", "jp2", "j2k", "jpx", "bmp", "tga", "ppm", "pgm", "pnm", "pfm", "pbm",
                                                  // Drawn at their own size (SVG) or read through ImageMagick (icons,
                                                  // Photoshop, PCX): they became one-frame HEVC movies.
-                                                 "svg", "svgz", "ico", "cur", "psd", "pcx"]
+                                                 "svg", "svgz", "ico", "cur", "psd", "pcx",
+                                                 // Radiance HDR and FITS (astronomy): read by libvips; they went
+                                                 // down the video path ("has no video stream (audio only?)").
+                                                 "hdr", "fits", "fit", "fts"]
     /// `--format` names (and output name suffixes) and the suffix each writes.
     public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "png": "png", "webp": "webp",
                                                     "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
                                                     "jxl": "jxl", "gif": "gif"]
     /// Formats whose savers take a quality (`Q`).
     static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl", "jp2"]
+
+    /// Whether files ending in `.ext` are saved at a quality (`--quality`).
+    public static func takesQuality(extension ext: String) -> Bool { lossy.contains(ext.lowercased()) }
 
     /// Camera raw files: most are TIFF inside, and read as one they give their small preview.
     public static let rawExtensions: Set<String> = ["dng", "nef", "nrw", "cr2", "cr3", "crw", "arw", "srf", "sr2", "orf", "rw2", "raf",
@@ -58,6 +64,7 @@ public final class StillImage {
         if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return true } // JPEG XL
         if starts([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return true } // JPEG 2000
         if starts(ascii("ftyp"), at: 4) && ["heic", "heix", "mif1", "avif"].contains(where: { starts(ascii($0), at: 8) }) { return true }
+        if starts(ascii("#?RADIANCE")) || starts(ascii("#?RGBE")) || starts(ascii("SIMPLE  =")) { return true } // Radiance HDR, FITS
         return false
     }
 
@@ -134,6 +141,15 @@ public final class StillImage {
         var upright: UnsafeMutablePointer<VipsImage>?
         turned = (2...8).contains(upscale_vips_orientation(loaded))
         guard upscale_vips_autorot(loaded, &upright) == 0, var current = upright else { throw ImagePlanes.failure("cannot orient '\(path)'") }
+        // Radiance HDR's samples are packed (RGBE, four bytes a pixel): unpacked to Float
+        // scRGB, as they would otherwise have been read as RGBA bytes.
+        if upscale_vips_coded(current) != 0 {
+            var unpacked: UnsafeMutablePointer<VipsImage>?
+            let failed = upscale_vips_decode(current, &unpacked) != 0
+            upscale_vips_unref(current)
+            guard !failed, let unpacked else { throw ImagePlanes.failure("cannot unpack the samples of '\(path)'") }
+            current = unpacked
+        }
         var space = upscale_vips_interpretation(current)
         /// `current` converted to `target` by libvips (the old one released either way).
         func convert(to target: VipsInterpretation) throws {
@@ -174,6 +190,12 @@ public final class StillImage {
                 unitRange = true
                 clipped = largest > 1
             }
+        }
+        // Linear light in floating point (a Radiance HDR picture, an OpenEXR-like render):
+        // white is 1, and what is brighter cannot be held by 16-bit sRGB.
+        if floating && space == VIPS_INTERPRETATION_scRGB {
+            var largest = 0.0
+            if upscale_vips_max(current, &largest) == 0 { clipped = largest > 1 }
         }
         if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
             let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
@@ -404,6 +426,13 @@ public final class StillImage {
         } else if StillImage.lossy.contains(ext) {
             options.append("Q=\(ext == "jxl" ? max(5, quality ?? 90) : quality ?? 90)")
         }
+        if ext == "tif" || ext == "tiff" {
+            // libvips writes TIFF uncompressed unless told: 5-46x the size of an LZW or Deflate
+            // input. Lossless always; an uncompressed input stays uncompressed.
+            let method = StillImage.tiffCompression(for: self.path)
+            options.append("compression=\(method)")
+            if method != "none" { options.append("predictor=horizontal") }
+        }
         if strip { options.append("strip") }
         // JPEG has no alpha: libvips flattens onto black unless told; white, as image editors do.
         if hasAlpha && !StillImage.keepsAlpha(extension: ext) { options.append("background=\(sixteenBit ? 65535 : 255)") }
@@ -419,6 +448,78 @@ public final class StillImage {
             if full { throw ImagePlanes.ImageError(message: "the disk is full: writing '\(path)' failed; free some space or choose another --output folder") }
             throw failure
         }
+        // libvips 8.14's WebP saver writes an EXIF block (resolution, size, colour space) even
+        // when told to strip: `--strip` leaves no EXIF or XMP at all.
+        if strip && ext == "webp" && !StillImage.dropWebPMetadata(path) {
+            unlink(path)
+            throw ImagePlanes.ImageError(message: "writing '\(path)' failed: its metadata could not be removed")
+        }
+    }
+
+    /// The TIFF compression a TIFF output gets (libvips' names): "none" where the input is a
+    /// TIFF stored uncompressed (it may be meant to be mapped as it is), "deflate" where the
+    /// input uses Deflate, else LZW (lossless, and read by every TIFF reader).
+    static func tiffCompression(for input: String) -> String {
+        switch tiffCompressionTag(input) {
+        case 1: return "none"
+        case 8, 32946: return "deflate"
+        default: return "lzw"
+        }
+    }
+
+    /// Tag 259 (Compression) of a classic TIFF's first directory, or nil for any other file.
+    public static func tiffCompressionTag(_ path: String) -> Int? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 8), head.count == 8 else { return nil }
+        let bytes = [UInt8](head)
+        let little: Bool
+        switch (bytes[0], bytes[1], bytes[2], bytes[3]) {
+        case (0x49, 0x49, 0x2A, 0x00): little = true
+        case (0x4D, 0x4D, 0x00, 0x2A): little = false
+        default: return nil
+        }
+        func number(_ b: [UInt8], _ offset: Int, _ size: Int) -> Int {
+            (0..<size).reduce(0) { $0 << 8 | Int(b[offset + (little ? size - 1 - $1 : $1)]) }
+        }
+        let directory = number(bytes, 4, 4)
+        guard (try? handle.seek(toOffset: UInt64(directory))) != nil, let countBytes = try? handle.read(upToCount: 2), countBytes.count == 2 else { return nil }
+        let count = number([UInt8](countBytes), 0, 2)
+        guard count < 4096, let entries = try? handle.read(upToCount: 12 * count), entries.count == 12 * count else { return nil }
+        let table = [UInt8](entries)
+        for i in 0..<count where number(table, 12 * i, 2) == 259 {
+            return number(table, 12 * i + 8, 2)
+        }
+        return nil
+    }
+
+    /// Removes a WebP file's EXIF and XMP chunks and their flags in its VP8X header; false when
+    /// the file is not a WebP this can read or cannot be rewritten.
+    static func dropWebPMetadata(_ path: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: path), data.count >= 12 else { return false }
+        let bytes = [UInt8](data)
+        guard bytes[0..<4] == [0x52, 0x49, 0x46, 0x46][...], bytes[8..<12] == [0x57, 0x45, 0x42, 0x50][...] else { return false }
+        var out = Array(bytes[0..<12])
+        var offset = 12
+        var dropped = false
+        while offset + 8 <= bytes.count {
+            let type = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
+            let size = bytes[offset + 4..<offset + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
+            let end = min(bytes.count, offset + 8 + size + size % 2)
+            if type == "EXIF" || type == "XMP " {
+                dropped = true
+            } else {
+                var chunk = Array(bytes[offset..<end])
+                // VP8X flags: 0x08 EXIF, 0x04 XMP.
+                if type == "VP8X" && chunk.count > 8 { chunk[8] &= ~0x0C }
+                out += chunk
+            }
+            offset = end
+        }
+        guard dropped else { return true }
+        let riffSize = UInt32(out.count - 8)
+        for i in 0..<4 { out[4 + i] = UInt8(truncatingIfNeeded: riffSize >> (8 * UInt32(i))) }
+        return FileManager.default.createFile(atPath: path, contents: Data(out))
     }
 
     /// Whether `path` is a Windows icon (.ico: reserved 0, type 1).

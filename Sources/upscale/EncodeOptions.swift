@@ -45,7 +45,7 @@ struct EncodeOptions: ParsableArguments {
     @Flag(help: "Deinterlace interlaced input (bwdif, one output picture per input picture) before upscaling.")
     var deinterlace = false
 
-    @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic or jxl (default: the input's).")
+    @Option(help: "Still images: output format jpg, png, webp, tiff, avif, heic, jxl or gif (default: the input's).")
     var format: String?
 
     @Option(parsing: .unconditional, help: "Still images: quality 1…100 for jpg, webp, avif, heic, jxl (5 at least) and jp2 (default 90).")
@@ -84,7 +84,7 @@ struct EncodeOptions: ParsableArguments {
             throw ValidationError("--threads must be between 1 and 256")
         }
         if let format, StillImage.formats[format.lowercased()] == nil {
-            throw ValidationError("--format must be one of jpg, png, webp, tiff, avif, heic, jxl")
+            throw ValidationError("--format must be one of jpg, png, webp, tiff, avif, heic, jxl, gif")
         }
         if let quality, !(1...100).contains(quality) {
             throw ValidationError("--quality must be between 1 and 100")

@@ -17,6 +17,10 @@ extension UpscaleCommand {
         let output = try stillOutputPath(input: input, logger: logger)
         if !encode.strip, let note = still.metadataNote(forExtension: URL(fileURLWithPath: output).pathExtension) { logger.notice("\(note)") }
         if !encode.strip, let note = still.pngTextNote(forExtension: URL(fileURLWithPath: output).pathExtension) { logger.notice("\(note)") }
+        let outputExt = URL(fileURLWithPath: output).pathExtension.lowercased()
+        if encode.quality != nil && !StillImage.takesQuality(extension: outputExt) {
+            logger.notice("--quality is for lossy formats (jpg, webp, avif, heic, jxl, jp2); .\(outputExt) is saved losslessly, so it is not used")
+        }
         if still.hasAlpha && !StillImage.keepsAlpha(extension: URL(fileURLWithPath: output).pathExtension) {
             logger.notice("'\(input)' has transparency and JPEG has none: it is flattened onto white (use --format png or webp to keep it)")
         }

@@ -886,6 +886,98 @@ final class StillImageTests: XCTestCase {
             }
             XCTAssertLessThan(Double(sizes[0]), Double(sizes[1]) * 0.5, "\(ext): \(sizes)")
         }
+        // A lossless format has no quality: said, not silently ignored.
+        for ext in ["png", "tif"] {
+            let result = try run([butterfly, "--width", "600", "--quality", "50", "--output", path("q.\(ext)")])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertTrue(result.stderr.contains("--quality is for lossy formats") && result.stderr.contains(".\(ext) is saved losslessly"), result.stderr)
+        }
+        let lossy = try run([butterfly, "--width", "600", "--quality", "50", "--output", path("q50.jpg")])
+        XCTAssertFalse(lossy.stderr.contains("--quality is for lossy formats"), lossy.stderr)
+    }
+
+    /// TIFF output is compressed losslessly as its input was: libvips wrote every TIFF
+    /// uncompressed (5-46x the size of an LZW or Deflate input). An uncompressed input stays
+    /// uncompressed; the pixels are those of a PNG output of the same job.
+    func testTIFFOutputKeepsLosslessCompression() throws {
+        let reference = path("reference.png")
+        XCTAssertEqual(try run([butterfly, "--output", reference]).status, 0)
+        let expected = try pixels(reference)
+        // Compression tag 259: 1 none, 5 LZW, 8 Deflate.
+        for (name, compression, tag) in [("none", "none", 1), ("lzw", "lzw", 5), ("deflate", "deflate", 8), ("jpeg", "jpeg", 5)] {
+            let input = try make("\(name).tif") { image in
+                var out: UnsafeMutablePointer<VipsImage>?
+                XCTAssertEqual(upscale_vips_copy_as(image, &out, VIPS_INTERPRETATION_sRGB), 0)
+                return try XCTUnwrap(out)
+            }
+            // Re-saved with the compression asked for (make saves with libvips' default, none).
+            let source = try open(input)
+            XCTAssertEqual(upscale_vips_write(source, path("\(name)-c.tif") + "[compression=\(compression)]"), 0)
+            upscale_vips_unref(source)
+            XCTAssertEqual(StillImage.tiffCompressionTag(path("\(name)-c.tif")), name == "none" ? 1 : name == "jpeg" ? 7 : tag)
+            let out = path("\(name)-up.tif")
+            let result = try run([path("\(name)-c.tif"), "--output", out])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(StillImage.tiffCompressionTag(out), tag, name)
+            if name == "jpeg" { continue }
+            XCTAssertEqual(try pixels(out), expected, "\(name): lossless")
+            let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
+            if tag != 1 { XCTAssertLessThan(size, expected.count * 3 / 4, "\(name): compressed") }
+        }
+    }
+
+    /// `--strip` into WebP leaves no EXIF or XMP chunk: libvips 8.14's saver wrote an EXIF
+    /// block (resolution, size, colour space) whatever it was told.
+    func testStripIntoWebPLeavesNoMetadataChunk() throws {
+        for strip in [true, false] {
+            let out = path("strip-\(strip).webp")
+            let result = try run([butterfly, "--output", out] + (strip ? ["--strip"] : []))
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
+            // RIFF's length is the file's, less its first 8 bytes.
+            XCTAssertEqual(bytes.subdata(in: 4..<8).reversed().reduce(0) { $0 << 8 | Int($1) }, bytes.count - 8)
+            XCTAssertEqual(bytes.range(of: Data("EXIF".utf8)) != nil, !strip, "strip \(strip)")
+            XCTAssertEqual(try blob(out, "exif-data") != nil, !strip)
+            XCTAssertEqual(try header(out).width, 2 * (try header(butterfly)).width)
+        }
+    }
+
+    /// Radiance HDR (.hdr, packed RGBE) and FITS are stills: they went down the video path
+    /// ("has no video stream (audio only?)"). HDR's linear light comes out as bright as the
+    /// photo it was made from; highlights above white are clipped, with a note.
+    func testRadianceHDRAndFITSAreStills() throws {
+        let photoMean = try bandMeans(butterfly).reduce(0, +) / 3
+        for (name, gain) in [("plain", 1.0), ("bright", 4.0)] {
+            let hdr = try make("\(name).hdr") { image in
+                var linear: UnsafeMutablePointer<VipsImage>?, scaled: UnsafeMutablePointer<VipsImage>?
+                XCTAssertEqual(upscale_vips_colourspace(image, &linear, VIPS_INTERPRETATION_scRGB), 0)
+                defer { linear.map(upscale_vips_unref) }
+                XCTAssertEqual(upscale_vips_scale_cast(try XCTUnwrap(linear), &scaled, gain, VIPS_FORMAT_FLOAT), 0)
+                return try XCTUnwrap(scaled)
+            }
+            let result = try run([hdr, "--output", path("\(name).png")])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stderr.contains("samples above 1 (brighter than white) are clipped"), name == "bright", result.stderr)
+            let (w, h, bands, format) = try header(path("\(name).png"))
+            let (sw, sh, _, _) = try header(butterfly)
+            XCTAssertEqual([w, h, bands], [2 * sw, 2 * sh, 3])
+            XCTAssertEqual(format, VIPS_FORMAT_USHORT)
+            let words = try pixels(path("\(name).png")).withUnsafeBytes { Array($0.bindMemory(to: UInt16.self)) }
+            let mean = words.reduce(0.0) { $0 + Double($1) } / Double(words.count) / 257
+            if name == "plain" { XCTAssertEqual(mean, photoMean, accuracy: 1.5, "as bright as the photo") }
+            else { XCTAssertGreaterThan(mean, photoMean + 40, "four times the light") }
+        }
+        // In as .hdr, out as .hdr by default, at the photo's brightness.
+        XCTAssertEqual(try run([path("plain.hdr")]).status, 0)
+        XCTAssertEqual(try header(path("plain Upscaled.hdr")).width, 2 * (try header(butterfly)).width)
+        let fits = try make("photo.fits") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_copy_as(image, &out, VIPS_INTERPRETATION_sRGB), 0)
+            return try XCTUnwrap(out)
+        }
+        let result = try run([fits, "--output", path("fits.png")])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try header(path("fits.png")).width, 2 * (try header(butterfly)).width)
     }
 
     /// What a killed still job left in a folder (its temporary file and its strip file, which
