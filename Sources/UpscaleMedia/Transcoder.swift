@@ -438,7 +438,8 @@ public final class Transcoder {
         }
         if let range { total = range.frames }
         // After a jump in an MPEG-TS/PS clock the length the header gives (first to last
-        // timestamp) says nothing: the total is then counted from the share of bytes read.
+        // timestamp) says nothing, and a raw stream (.h264, .hevc) has no length at all: the
+        // total is then counted from the share of bytes read (a pipe has no size: no total).
         let planned = total > 0 ? total : nil
         let fileSize = avio_size(input.context.pointee.pb)
         reckoned.withLock { $0 = nil }
@@ -513,7 +514,7 @@ public final class Transcoder {
                     if p.pts != noPTS { self.lastRead.see(Double(p.pts + max(p.duration, 0)) * input.stream(index).pointee.time_base.double) }
                     if index == videoIndex {
                         if let heldDamage { throw heldDamage }
-                        if input.clockJumps > 0, range == nil, fileSize > 0, watch.pictures > 0 {
+                        if input.clockJumps > 0 || planned == nil, range == nil, fileSize > 0, watch.pictures > 0 {
                             let share = Double(avio_tell(input.context.pointee.pb)) / Double(fileSize)
                             if share > 0 { self.reckoned.withLock { $0 = max(watch.pictures, Int((Double(watch.pictures) / share).rounded())) } }
                         }

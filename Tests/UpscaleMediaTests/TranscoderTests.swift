@@ -944,7 +944,13 @@ final class TranscoderTests: XCTestCase {
         let raw = dir.appendingPathComponent("street-320x240.h264").path
         XCTAssertTrue(try MediaProbe.packets(raw, stream: 0).allSatisfy { $0.pts == nil }, "a raw stream has no times")
         let rawOut = dir.appendingPathComponent("raw.mp4").path
-        _ = try run(raw, UpscaleOptions(width: 640, output: rawOut, encoder: EncoderSettings(preset: "ultrafast")))
+        var totals: [Int] = []
+        _ = try run(raw, UpscaleOptions(width: 640, output: rawOut, encoder: EncoderSettings(preset: "ultrafast"))) { p in
+            if let total = p.framesTotal { totals.append(total) }
+        }
+        // No length in a raw stream: progress counts the total from the share of bytes read.
+        XCTAssertFalse(totals.isEmpty, "a progress total")
+        XCTAssertEqual(Double(totals.last ?? 0), 20, accuracy: 4)
         let times = try Measure.videoSeconds(rawOut)
         XCTAssertEqual(times.count, 20)
         for (a, b) in zip(times, times.dropFirst()) { XCTAssertEqual(b - a, 0.1, accuracy: 0.001) }
