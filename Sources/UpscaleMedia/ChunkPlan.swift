@@ -54,7 +54,7 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
 
     /// Containers whose seeking by timestamp lands on or before the keyframe asked for
     /// (an index in the file). Others run in one piece.
-    static let seekableFormats = ["mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "nut"]
+    static let seekableFormats = [InputFile.quickTimeDemuxer, "matroska,webm", "avi", "nut"]
 
     /// Output muxers that take parameter sets out of band, so chunks encoded separately join
     /// without re-encoding.

@@ -108,7 +108,7 @@ final class HeadStart: @unchecked Sendable {
         // packet's timestamps. Matroska stores no decoding timestamps; the demuxer derives them
         // from what the probe learnt, so the probed file's packets differ from these (measured:
         // the third packet's) and the head start would always be dropped.
-        guard String(cString: input.pointee.iformat.pointee.name).hasPrefix("mov,mp4") else { return }
+        guard InputFile.isQuickTime(input) else { return }
         // The stream the transcoder will choose, from the headers.
         guard let chosen = InputFile.videoStreamIndex(in: input) else { return }
         let stream = input.pointee.streams[chosen]!

@@ -103,6 +103,16 @@ final class InputFile {
 
     var formatName: String { String(cString: context.pointee.iformat.pointee.name) }
 
+    /// FFmpeg's name for its one demuxer of .mov, .mp4, .m4a, .3gp and .mj2.
+    static let quickTimeDemuxer = "mov,mp4,m4a,3gp,3g2,mj2"
+
+    /// Whether `context` was opened by that demuxer (whose index holds every packet's time).
+    static func isQuickTime(_ context: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+        String(cString: context.pointee.iformat.pointee.name) == quickTimeDemuxer
+    }
+
+    var isQuickTime: Bool { InputFile.isQuickTime(context) }
+
     /// The first real video stream (cover art and other attached pictures are skipped).
     func videoStreamIndex() throws -> Int {
         if let index = InputFile.videoStreamIndex(in: context) { return index }

@@ -612,12 +612,13 @@ public final class Transcoder {
             guard let (last, shownFor) = lastShown else { return 0 }
             var length = shownFor
             let stream = videoStream.pointee
-            if range?.end == nil, input.formatName == "mov,mp4,m4a,3gp,3g2,mj2", stream.duration > 0 {
+            if range?.end == nil, input.isQuickTime, stream.duration > 0 {
                 length = max(length, (stream.start_time == noPTS ? 0 : stream.start_time) + stream.duration - last)
             }
             return av_rescale_q(length, stream.time_base, encoder.context.pointee.time_base)
         }
-        let writeHeld = { (last: Bool) throws in
+        // `ending`: at the end of the run, the last picture's length (`tail`), else nil.
+        let writeHeld = { (ending: Int64?) throws in
             guard let held = heldVideo else { return }
             if let length = encoder.shownLength(of: held.pointee.pts) { held.pointee.duration = length }
             // The muxers end the video at the last packet in decoding order (.mp4/.mov: the
@@ -626,7 +627,7 @@ public final class Transcoder {
             // is not the last packet, and a held last picture (a slide) outlasts a frame;
             // with no length at all (an Ogg source, which has no frame rate) the .mp4/.mov
             // muxer gave the last picture none, and players lost it.
-            if last, let end = encoder.lastPlaced.map({ $0 + tail() }), held.pointee.dts != noPTS {
+            if let ending, let end = encoder.lastPlaced.map({ $0 + ending }), held.pointee.dts != noPTS {
                 held.pointee.duration = max(held.pointee.duration, end - held.pointee.dts - (reorderDelay ?? 0))
             }
             try output.write(held, stream: videoOut)
@@ -643,7 +644,7 @@ public final class Transcoder {
                     // A stop is seen between packets, not after the last of them.
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
                     if reorderDelay == nil, $0.pointee.pts != noPTS, $0.pointee.dts != noPTS { reorderDelay = $0.pointee.pts - $0.pointee.dts }
-                    try writeHeld(false)
+                    try writeHeld(nil)
                     guard let copy = av_packet_clone($0) else { throw UpscaleError(.processing, "out of memory") }
                     heldVideo = copy
                     framesDone += 1
@@ -665,9 +666,10 @@ public final class Transcoder {
                     }
                 }
                 if failure.current == nil && !cancel.isCancelled {
-                    encoder.endShown(after: tail())
+                    let ending = tail()
+                    encoder.endShown(after: ending)
                     try encoder.encode(nil, pts: 0, emit: writeVideo)
-                    try writeHeld(true)
+                    try writeHeld(ending)
                 }
             } catch {
                 failure.record(error)
