@@ -89,6 +89,41 @@ public final class StillImage {
         return false
     }
 
+    /// Whether `path` is a lossless JPEG XL: its image header says the samples are coded as
+    /// they are (`xyb_encoded` false, as `cjxl -d 0` and libvips' `lossless` write), and it
+    /// holds no JPEG to rebuild (a `jbrd` box: a recompressed JPEG, lossy by origin).
+    public static func isLosslessJXL(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 1 << 16) else { return false }
+        let bytes = [UInt8](head)
+        if bytes.starts(with: [0xFF, 0x0A]) { return JXLHeader.xybEncoded(Array(bytes.dropFirst(2))) == false }
+        // The container: boxes of size (32 bits, big-endian; 1: 64 bits follow), type, data.
+        guard bytes.starts(with: [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) else { return false }
+        var offset = 0
+        var codestream: [UInt8]?
+        while offset + 8 <= bytes.count {
+            var size = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            let type = String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self)
+            var header = 8
+            if size == 1, offset + 16 <= bytes.count {
+                size = bytes[offset + 8..<offset + 16].reduce(0) { $0 << 8 | Int($1) }
+                header = 16
+            }
+            switch type {
+            case "jbrd": return false
+            case "jxlc" where codestream == nil: codestream = Array(bytes[min(bytes.count, offset + header)...])
+            case "jxlp" where codestream == nil: codestream = Array(bytes[min(bytes.count, offset + header + 4)...])
+            default: break
+            }
+            guard size >= header || size == 0 else { return false }
+            if size == 0 { break }
+            offset += size
+        }
+        guard let codestream, codestream.starts(with: [0xFF, 0x0A]) else { return false }
+        return JXLHeader.xybEncoded(Array(codestream.dropFirst(2))) == false
+    }
+
     public let path: String
     public let width: Int
     public let height: Int
@@ -422,6 +457,9 @@ public final class StillImage {
         // ignored, saving at its default quality with a stray line from libjxl: 5 is its lowest.
         if ext == "webp" && quality == nil && StillImage.isLosslessWebP(self.path) {
             // A lossless WebP (screenshots, graphics) stays lossless: it came out at quality 90.
+            options.append("lossless")
+        } else if ext == "jxl" && quality == nil && StillImage.isLosslessJXL(self.path) {
+            // So does a lossless JPEG XL (it came out at quality 90).
             options.append("lossless")
         } else if StillImage.lossy.contains(ext) {
             options.append("Q=\(ext == "jxl" ? max(5, quality ?? 90) : quality ?? 90)")
@@ -853,5 +891,104 @@ extension ImagePlanes {
         guard upscale_vips_crop(joined, &cut, 0, 0, Int32(width), Int32(height)) == 0, let cut else { throw failure("cannot crop the mosaic") }
         defer { upscale_vips_unref(cut) }
         guard upscale_vips_write(cut, path + "[Q=92]") == 0 else { throw failure("cannot write '\(path)'") }
+    }
+}
+
+/// Reads a JPEG XL codestream's image header (after its 0xFF0A signature) as far as
+/// `xyb_encoded`: the bits come least significant first, and most fields are `U32`s, a 2-bit
+/// selector picking one of four encodings.
+enum JXLHeader {
+    private enum Field { case value(Int), bits(Int), offset(Int, Int) }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var position = 0
+
+        mutating func bits(_ count: Int) -> Int? {
+            var value = 0
+            for i in 0..<count {
+                guard position >> 3 < bytes.count else { return nil }
+                value |= Int(bytes[position >> 3] >> UInt8(position & 7) & 1) << i
+                position += 1
+            }
+            return value
+        }
+
+        mutating func flag() -> Bool? { bits(1).map { $0 == 1 } }
+
+        /// Steps over `count` bits; false past the end of what was read.
+        mutating func skip(_ count: Int) -> Bool {
+            position += count
+            return (position + 7) >> 3 <= bytes.count
+        }
+
+        mutating func u32(_ fields: [Field]) -> Int? {
+            guard let selector = bits(2) else { return nil }
+            switch fields[selector] {
+            case .value(let v): return v
+            case .bits(let n): return bits(n)
+            case .offset(let n, let base): return bits(n).map { $0 + base }
+            }
+        }
+    }
+
+    /// Whether the samples are coded in XYB (lossy), or nil when the header cannot be read.
+    static func xybEncoded(_ codestream: [UInt8]) -> Bool? {
+        var r = Reader(bytes: codestream)
+        let sizes: [Field] = [.bits(9), .bits(13), .bits(18), .bits(30)]
+        func size() -> Bool? {
+            guard let small = r.flag() else { return nil }
+            if small {
+                guard r.bits(5) != nil, let ratio = r.bits(3) else { return nil }
+                if ratio == 0 && r.bits(5) == nil { return nil }
+            } else {
+                guard r.u32(sizes) != nil, let ratio = r.bits(3) else { return nil }
+                if ratio == 0 && r.u32(sizes) == nil { return nil }
+            }
+            return true
+        }
+        func bitDepth() -> Bool? {
+            guard let float = r.flag() else { return nil }
+            if float { return r.u32([.value(32), .value(16), .value(24), .offset(6, 1)]) != nil && r.bits(4) != nil }
+            return r.u32([.value(8), .value(10), .value(12), .offset(6, 1)]) != nil
+        }
+        guard size() != nil, let allDefault = r.flag() else { return nil }
+        if allDefault { return true }
+        guard let extra = r.flag() else { return nil }
+        if extra {
+            guard r.bits(3) != nil, let intrinsic = r.flag() else { return nil }
+            if intrinsic && size() == nil { return nil }
+            guard let preview = r.flag() else { return nil }
+            if preview {
+                guard let div8 = r.flag() else { return nil }
+                let side: [Field] = div8 ? [.value(16), .value(32), .offset(5, 1), .offset(9, 33)]
+                    : [.offset(6, 1), .offset(8, 65), .offset(10, 321), .offset(12, 1345)]
+                guard r.u32(side) != nil, let ratio = r.bits(3) else { return nil }
+                if ratio == 0 && r.u32(side) == nil { return nil }
+            }
+            guard let animation = r.flag() else { return nil }
+            if animation {
+                guard r.u32([.value(100), .value(1000), .offset(10, 1), .offset(30, 1)]) != nil,
+                      r.u32([.value(1), .value(1001), .offset(8, 1), .offset(10, 1)]) != nil,
+                      r.u32([.value(0), .bits(3), .bits(16), .bits(32)]) != nil, r.bits(1) != nil else { return nil }
+            }
+        }
+        guard bitDepth() != nil, r.bits(1) != nil,
+              let channels = r.u32([.value(0), .value(1), .offset(4, 2), .offset(12, 1)]) else { return nil }
+        for _ in 0..<channels {
+            guard let plain = r.flag() else { return nil }
+            if plain { continue }
+            guard let type = r.u32([.value(0), .value(1), .offset(4, 2), .offset(6, 18)]), bitDepth() != nil,
+                  r.u32([.value(0), .value(3), .value(4), .offset(3, 1)]) != nil,
+                  let nameLength = r.u32([.value(0), .bits(4), .offset(5, 16), .offset(10, 48)]), r.skip(8 * nameLength)
+            else { return nil }
+            switch type {
+            case 0: guard r.bits(1) != nil else { return nil }           // alpha: associated
+            case 2: guard r.skip(64) else { return nil }                       // spot colour: four 16-bit floats
+            case 5: guard r.u32([.value(1), .bits(2), .offset(4, 3), .offset(8, 19)]) != nil else { return nil } // CFA channel
+            default: break
+            }
+        }
+        return r.flag()
     }
 }

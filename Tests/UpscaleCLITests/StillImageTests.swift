@@ -589,6 +589,39 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(try chunk(path("lossy.webp")), "VP8 ")
     }
 
+    /// A lossless JPEG XL (read from its header: samples not in XYB) stays lossless, pixels
+    /// exact, also with alpha and at 16 bits; it came out at quality 90. A lossy one stays
+    /// lossy, and `--quality` makes any JPEG XL lossy.
+    func testALosslessJPEGXLStaysLossless() throws {
+        let half = { (image: UnsafeMutablePointer<VipsImage>) throws -> UnsafeMutablePointer<VipsImage> in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_shrink(image, &out, 2), 0)
+            return try XCTUnwrap(out)
+        }
+        _ = try make("shot.jxl[lossless]", half)
+        _ = try make("photo.jxl[Q=80]", half)
+        let alpha = try lumaAlpha("alpha.png")
+        _ = try make("alpha.jxl[lossless]", from: alpha, half)
+        _ = try make("deep.jxl[lossless]", from: path("shot.jxl")) { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_colourspace(image, &out, VIPS_INTERPRETATION_RGB16), 0)
+            return try XCTUnwrap(out)
+        }
+        XCTAssertEqual(["shot", "photo", "alpha", "deep"].map { StillImage.isLosslessJXL(path("\($0).jxl")) }, [true, false, true, true])
+        XCTAssertFalse(StillImage.isLosslessJXL(butterfly))
+        for name in ["shot", "photo", "alpha", "deep"] {
+            for arguments in [[path("\(name).jxl")], [path("\(name).jxl"), "--format", "png"]] {
+                let result = try run(arguments)
+                XCTAssertEqual(result.status, 0, result.stderr)
+            }
+            let out = path("\(name) Upscaled.jxl")
+            XCTAssertEqual(StillImage.isLosslessJXL(out), name != "photo", name)
+            if name != "photo" { XCTAssertEqual(try pixels(out), try pixels(path("\(name) Upscaled.png")), "\(name): the JPEG XL's pixels are the PNG's") }
+        }
+        XCTAssertEqual(try run([path("shot.jxl"), "--quality", "80", "-o", path("lossy.jxl")]).status, 0)
+        XCTAssertFalse(StillImage.isLosslessJXL(path("lossy.jxl")))
+    }
+
     /// A PNG's text chunks (the generation settings AI image tools write under "parameters",
     /// a title in UTF-8) are kept in a PNG output; they were dropped. A JPEG output, which
     /// cannot hold them, says so in a note; --strip drops them.
