@@ -38,6 +38,21 @@ struct FrameGrid {
         origin = start == noPTS || overflow ? 0 : first
     }
 
+    /// The rates cameras, screen recorders and broadcast use.
+    static let nominalRates: [AVRational] = [(24000, 1001), (24, 1), (25, 1), (30000, 1001), (30, 1), (48, 1), (50, 1),
+                                             (60000, 1001), (60, 1), (100, 1), (120000, 1001), (120, 1)]
+        .map { AVRational(num: $0.0, den: $0.1) }
+
+    /// `rate`, or the nominal rate within 0.01% of it: FFmpeg guesses a Matroska stream's rate
+    /// from its millisecond steps, and at 59.94 fps gave 19001/317, whose grid with milliseconds
+    /// (1/19001000 s) is past `init`'s limit: the pictures stayed 16 and 17 ms apart, a variable
+    /// frame rate in MP4 and MOV.
+    static func nominal(_ rate: AVRational) -> AVRational {
+        guard rate.num > 0, rate.den > 0 else { return rate }
+        let value = Double(rate.num) / Double(rate.den)
+        return nominalRates.first { abs(Double($0.num) / Double($0.den) / value - 1) < 1e-4 } ?? rate
+    }
+
     /// A source timestamp in `timeBase`, on the grid where it is within a tick of it (none
     /// stays none, as does a time too large for `timeBase`: damaged data).
     func place(_ pts: Int64) -> Int64 {

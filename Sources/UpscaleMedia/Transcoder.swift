@@ -104,7 +104,7 @@ public final class Transcoder {
         file?.stripsMetadata = job.stripMetadata
         file?.startAtZero(input: input.context)
 
-        let frameRate = av_guess_frame_rate(input.context, videoStream, nil)
+        let frameRate = FrameGrid.nominal(av_guess_frame_rate(input.context, videoStream, nil))
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
         let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
         if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }

@@ -76,22 +76,28 @@ final class ChunkTests: XCTestCase {
     /// they were written so, a variable frame rate (editors flag it and conform the clip). Each
     /// picture is put on the frame grid (1001 ticks of 1/24000 s a frame), in one piece and in
     /// chunks alike, within 1 ms of its time in the source.
+    /// At 59.94 fps (OBS, gameplay) FFmpeg guessed the rate from the milliseconds as 19001/317,
+    /// and no grid was made: the steps were 16 and 17 ms.
     func testMatroskaAt23976FpsComesOutAtAConstantRateInOnePieceAndInChunks() throws {
         let dir = try workspace(copying: ["chunk-h264-bframes.mp4"])
-        let source = dir.appendingPathComponent("ntsc.mkv").path
-        // 10 fps in 1/10240 (1024 ticks a frame) made 24000/1001 fps; the muxer rounds to milliseconds.
+        let rates: [(Int64, Set<Int>)] = [(24000, [41, 42]), (60000, [16, 17])]
+        for (rate, millis) in rates {
+        let source = dir.appendingPathComponent("ntsc-\(rate).mkv").path
+        // 10 fps in milliseconds (100 a frame) made rate/1001 fps; the muxer rounds to milliseconds.
         try Remuxer.copy(dir.appendingPathComponent("chunk-h264-bframes.mp4").path, to: source,
-                         retime: { t in (t * 10010 + (t >= 0 ? 12000 : -12000)) / 24000 },
-                         frameRate: AVRational(num: 24000, den: 1001))
+                         retime: { (t: Int64) -> Int64 in (t * 10010 + (t >= 0 ? rate / 2 : -rate / 2)) / rate },
+                         frameRate: AVRational(num: Int32(rate), den: 1001))
         let inTimes = try Measure.videoSeconds(source)
-        XCTAssertEqual(Set(zip(inTimes.dropFirst(), inTimes).map { Int((($0 - $1) * 1000).rounded()) }), [41, 42],
-                       "the source is 23.976 fps in milliseconds")
+        let inSteps: [Int] = zip(inTimes.dropFirst(), inTimes).map { Int((($0 - $1) * 1000).rounded()) }
+        XCTAssertEqual(Set(inSteps), millis,
+                       "the source is \(rate)/1001 fps in milliseconds")
         var a = UpscaleOptions(width: 512, encoder: EncoderSettings(preset: "ultrafast", threads: 1), threads: 2, overwrite: true), b = a
-        a.output = dir.appendingPathComponent("single.mp4").path
-        b.output = dir.appendingPathComponent("chunked.mp4").path
+        a.output = dir.appendingPathComponent("single-\(rate).mp4").path
+        b.output = dir.appendingPathComponent("chunked-\(rate).mp4").path
         let single = try JobPlanner.plan(input: source, options: a), job = try JobPlanner.plan(input: source, options: b)
         _ = try Transcoder(job: single).run()
-        let (plan, _) = try chunked(job, seconds: 0.5, work: dir)
+        // Chunks of 12 pictures at either rate.
+        let (plan, _) = try chunked(job, seconds: 12 * 1001 / Double(rate), work: dir)
         XCTAssertGreaterThanOrEqual(plan.chunks.count, 3)
         for output in [single.output, job.output] {
             let video = try XCTUnwrap(try MediaProbe.info(output).video)
@@ -99,8 +105,9 @@ final class ChunkTests: XCTestCase {
             XCTAssertEqual(pts.count, inTimes.count, output)
             let steps = Set(zip(pts.dropFirst(), pts).map { $0 - $1 })
             XCTAssertEqual(steps.count, 1, "\(output): steps \(steps.sorted()) in 1/\(video.timeBase.den)")
-            XCTAssertEqual(steps.first.map { $0 * Int64(video.timeBase.num) * 24000 }, Int64(1001 * video.timeBase.den), "one step is 1001/24000 s: \(output)")
+            XCTAssertEqual(steps.first.map { $0 * Int64(video.timeBase.num) * rate }, Int64(1001 * video.timeBase.den), "one step is 1001/\(rate) s: \(output)")
             for (x, y) in zip(inTimes, try Measure.videoSeconds(output)) { XCTAssertEqual(x, y, accuracy: 0.001, output) }
+        }
         }
     }
 
