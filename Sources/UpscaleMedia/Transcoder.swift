@@ -626,9 +626,14 @@ public final class Transcoder {
             // both must reach the last picture's end. With B-pictures the last picture shown
             // is not the last packet, and a held last picture (a slide) outlasts a frame;
             // with no length at all (an Ogg source, which has no frame rate) the .mp4/.mov
-            // muxer gave the last picture none, and players lost it.
+            // muxer gave the last picture none, and players lost it. Neither may go past that
+            // end: where the rate fell towards the end (a screen recording at 30 fps, then 15)
+            // the reordering delay there is longer than the first one, which the decoding-order
+            // end allows for, and the track ran a frame long.
             if let ending, let end = encoder.lastPlaced.map({ $0 + ending }), held.pointee.dts != noPTS {
-                held.pointee.duration = max(held.pointee.duration, end - held.pointee.dts - (reorderDelay ?? 0))
+                var length = end - held.pointee.dts - (reorderDelay ?? 0)
+                if held.pointee.pts != noPTS { length = min(length, end - held.pointee.pts) }
+                held.pointee.duration = max(held.pointee.duration, length)
             }
             try output.write(held, stream: videoOut)
             av_packet_free(&heldVideo)

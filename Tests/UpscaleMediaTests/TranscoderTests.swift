@@ -940,7 +940,7 @@ final class TranscoderTests: XCTestCase {
     /// - a last picture an .mp4 holds for 3 s (a slide) is held 3 s, in .mp4 and .mkv; it got
     ///   one frame's time.
     func testEveryPictureKeepsItsTimeAndLengthToTheEnd() throws {
-        let dir = try workspace(copying: ["street-320x240.h264", "street-theora.ogv", "street-held-end.mp4"])
+        let dir = try workspace(copying: ["street-320x240.h264", "street-theora.ogv", "street-held-end.mp4", "street-2s.mp4"])
         let raw = dir.appendingPathComponent("street-320x240.h264").path
         XCTAssertTrue(try MediaProbe.packets(raw, stream: 0).allSatisfy { $0.pts == nil }, "a raw stream has no times")
         let rawOut = dir.appendingPathComponent("raw.mp4").path
@@ -962,6 +962,23 @@ final class TranscoderTests: XCTestCase {
                         UpscaleOptions(width: 640, output: out, encoder: EncoderSettings(preset: "ultrafast")))
             XCTAssertEqual(try Measure.frames(out).count, 20, ext)
             XCTAssertEqual(try Measure.videoSeconds(out).last ?? 0, 1.9, accuracy: 0.01, ext)
+        }
+
+        // A rate that falls (a screen recording at 40 fps, then 10): the track ran on past its last
+        // picture's end by the longer reordering delay at the end (x265's B-pictures).
+        let vfr = dir.appendingPathComponent("falling.mp4").path
+        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: vfr, audioPackets: false,
+                         retime: { (t: Int64) -> Int64 in t <= 10240 ? t / 4 : 2560 + (t - 10240) })
+        let vfrTimes = try Measure.videoSeconds(vfr)
+        XCTAssertEqual(vfrTimes.count, 20)
+        let vfrLength = try MediaProbe.info(vfr).duration
+        XCTAssertEqual(vfrLength, 1.25, accuracy: 0.001)
+        for ext in ["mp4", "mkv"] {
+            let out = dir.appendingPathComponent("falling-up.\(ext)").path
+            // (veryfast: its B-pictures leave the last picture last in decoding order here.)
+            _ = try run(vfr, UpscaleOptions(width: 640, output: out, encoder: EncoderSettings(preset: "veryfast")))
+            XCTAssertEqual(try Measure.videoSeconds(out), vfrTimes, ext)
+            XCTAssertEqual(try MediaProbe.info(out).duration, vfrLength, accuracy: 0.002, ext)
         }
 
         let held = dir.appendingPathComponent("street-held-end.mp4").path
