@@ -213,17 +213,6 @@ final class OutputFile {
         }
     }
 
-    /// The output streams whose title (a track name: "Commentary", "Director's cut") the
-    /// .mov muxer leaves out (FFmpeg 5.1's writes a track's name only into .mp4), by index.
-    func titlesLost() -> [(stream: Int, title: String)] {
-        guard muxerName == "mov" else { return [] }
-        return (0..<Int(context.pointee.nb_streams)).compactMap { index in
-            guard let entry = av_dict_get(stream(index).pointee.metadata, "title", nil, 0) else { return nil }
-            let title = String(cString: entry.pointee.value)
-            return title.isEmpty ? nil : (index, title)
-        }
-    }
-
     func open() throws {
         if muxerName == "mov" {
             for index in 0..<Int(context.pointee.nb_streams) {

@@ -264,9 +264,6 @@ public final class Transcoder {
         for (index, code) in output.movLanguagesLost() {
             logger.notice("the language '\(code)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
         }
-        for (index, title) in output.titlesLost() {
-            logger.notice("the title '\(title)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer writes no track names); use .mp4 or .mkv to keep it")
-        }
     }
 
     /// Adds an output stream for every input stream other than the video that the output can
