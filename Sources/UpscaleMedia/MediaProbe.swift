@@ -33,6 +33,8 @@ public struct StreamInfo: Sendable {
     public let isAttachedPicture: Bool
     /// The stream's "default" flag (players pick it among streams of its kind).
     public let isDefault: Bool
+    /// All its flags (FFmpeg's `AV_DISPOSITION_*` bits: commentary, forced, …).
+    public let disposition: Int32
     /// The display matrix's rotation in degrees as FFmpeg's av_display_rotation_get reports it,
     /// normalized to 0, 90, 180 or 270; players turn the stored picture by it.
     public let rotation: Int
@@ -135,6 +137,7 @@ public enum MediaProbe {
                 alphaTagged: VideoDecoder.alphaTagged(s),
                 isAttachedPicture: s.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0,
                 isDefault: s.pointee.disposition & AV_DISPOSITION_DEFAULT != 0,
+                disposition: s.pointee.disposition,
                 rotation: displayRotation(of: s),
                 colorRange: cName(av_color_range_name(par.color_range)),
                 colorPrimaries: cName(av_color_primaries_name(par.color_primaries)),

@@ -201,6 +201,30 @@ final class OutputFile {
         "lao", "vie", "ind", "tgl", "may", "amh", "tir", "orm", "som", "swa", "run", "mlg", "epo", "wel", "baq", "cat", "lat",
         "que", "grn", "aym", "tat", "uig", "dzo", "jav"]
 
+    /// Track flags and how notes name them. FFmpeg 5.1's .mov muxer writes none of them (only
+    /// "default", as the track's enabled flag); its .mp4 muxer writes all but "original" as
+    /// `kind` boxes; Matroska keeps them all.
+    static let trackFlags: [(flag: Int32, name: String)] = [
+        (AV_DISPOSITION_COMMENT, "commentary"), (AV_DISPOSITION_FORCED, "forced"), (AV_DISPOSITION_VISUAL_IMPAIRED, "visually impaired"),
+        (AV_DISPOSITION_HEARING_IMPAIRED, "hearing impaired"), (AV_DISPOSITION_DUB, "dub"), (AV_DISPOSITION_ORIGINAL, "original"),
+    ]
+
+    /// The streams whose flags (a commentary track, forced subtitles, an audio description)
+    /// this container cannot record, with their names, to be said: they were dropped without a word.
+    func flagsLost() -> [(stream: Int, flags: [String])] {
+        let lost: [Int32]
+        switch muxerName {
+        case "mov": lost = Self.trackFlags.map(\.flag)
+        case "mp4": lost = [AV_DISPOSITION_ORIGINAL]
+        default: return []
+        }
+        return (0..<Int(context.pointee.nb_streams)).compactMap { index in
+            let disposition = stream(index).pointee.disposition
+            let names = Self.trackFlags.filter { lost.contains($0.flag) && disposition & $0.flag != 0 }.map(\.name)
+            return names.isEmpty ? nil : (index, names)
+        }
+    }
+
     /// For a .mov: the streams whose language it cannot record (index, code), to be said; the
     /// codes for no particular language are not counted.
     func movLanguagesLost() -> [(stream: Int, code: String)] {

@@ -259,10 +259,14 @@ public final class Transcoder {
         output.stream(videoOut).pointee.disposition = videoStream.pointee.disposition | AV_DISPOSITION_DEFAULT
     }
 
-    /// Says which track languages a .mov output leaves out (they were dropped without a word).
+    /// Says which track languages and flags the output leaves out (they were dropped without a word).
     func noteLostLanguages(_ output: OutputFile) {
         for (index, code) in output.movLanguagesLost() {
             logger.notice("the language '\(code)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
+        }
+        for (index, flags) in output.flagsLost() {
+            let these = flags.count == 1 ? "flag" : "flags"
+            logger.notice("the \(these) \(flags.map { "'\($0)'" }.joined(separator: ", ")) of output stream \(index) cannot be recorded in .\(output.muxerName) (FFmpeg's muxer writes no such \(these) there); use \(output.muxerName == "mov" ? ".mp4 or .mkv" : ".mkv") to keep \(flags.count == 1 ? "it" : "them")")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import CFFmpeg
 import DamageCorpus
 import UpscaleMedia
 import XCTest
@@ -678,6 +679,27 @@ final class CLITests: XCTestCase {
             }
         }
         XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("titled-out.mkv").path).streams[1].tags["title"], "Commentary")
+        // Track flags: .mov keeps none but "default", .mp4 all but "original"; each loss is said
+        // (they were dropped without a word); .mkv keeps them all.
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: dir.appendingPathComponent("flagged.mkv").path,
+                         dispositions: [1: AV_DISPOSITION_COMMENT | AV_DISPOSITION_ORIGINAL, 2: AV_DISPOSITION_FORCED])
+        for ext in ["mov", "mp4", "mkv"] {
+            let flagged = try upscale(["flagged.mkv", "-o", "flagged-out.\(ext)", "--width", "384", "--preset", "ultrafast", "--no-refine"], in: dir)
+            XCTAssertEqual(flagged.status, 0, flagged.stderr)
+            let notes = flagged.stderr.split(separator: "\n").filter { $0.contains("cannot be recorded in .\(ext)") && $0.contains("flag") }
+            switch ext {
+            case "mov": XCTAssertEqual(notes.count, 2, flagged.stderr)
+                XCTAssertTrue(notes.contains { $0.contains("flags 'commentary', 'original' of output stream 1") }, flagged.stderr)
+                XCTAssertTrue(notes.contains { $0.contains("flag 'forced' of output stream 2") }, flagged.stderr)
+            case "mp4": XCTAssertEqual(notes.count, 1, flagged.stderr)
+                XCTAssertTrue(notes.contains { $0.contains("flag 'original' of output stream 1") }, flagged.stderr)
+            default: XCTAssertEqual(notes.count, 0, flagged.stderr)
+            }
+            let streams = try MediaProbe.info(dir.appendingPathComponent("flagged-out.\(ext)").path).streams
+            let kept = { (index: Int, flag: Int32) in streams[index].disposition & flag != 0 }
+            XCTAssertEqual([kept(1, AV_DISPOSITION_COMMENT), kept(1, AV_DISPOSITION_ORIGINAL), kept(2, AV_DISPOSITION_FORCED)],
+                           ext == "mov" ? [false, false, false] : ext == "mp4" ? [true, false, true] : [true, true, true], ext)
+        }
     }
 
     /// A 4:4:4 10-bit master into ProRes (written as 422 at 10 bits) is told what it loses; it
