@@ -141,7 +141,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleMediaTests",
-            dependencies: ["UpscaleMedia", "UpscaleCore", "UpscaleImages"],
+            dependencies: ["UpscaleMedia", "UpscaleCore", "UpscaleImages", .product(name: "Logging", package: "swift-log")],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(

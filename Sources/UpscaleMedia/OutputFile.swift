@@ -65,8 +65,10 @@ final class OutputFile {
     /// The query's tag tables let through what the muxer then refuses when it starts — FLAC
     /// and TrueHD in .mp4 are "experimental" in FFmpeg 5.1 — and a copy the muxer refuses
     /// would fail the whole job at its header.
-    func canHold(_ parameters: UnsafePointer<AVCodecParameters>) -> Bool {
-        guard canHold(parameters.pointee.codec_id) else { return false }
+    /// With `keepingTag`, the stream keeps its codec tag and only the muxer's start decides (a
+    /// data track, which the codec query knows nothing of, is known to the muxer by its tag).
+    func canHold(_ parameters: UnsafePointer<AVCodecParameters>, keepingTag: Bool = false) -> Bool {
+        guard keepingTag || canHold(parameters.pointee.codec_id) else { return false }
         var made: UnsafeMutablePointer<AVFormatContext>?
         guard avformat_alloc_output_context2(&made, context.pointee.oformat, nil, nil) >= 0, let scratch = made else { return false }
         defer { avformat_free_context(scratch) }
@@ -78,7 +80,7 @@ final class OutputFile {
             av_free(bytes)
             scratch.pointee.pb = nil
         }
-        stream.pointee.codecpar.pointee.codec_tag = 0
+        if !keepingTag { stream.pointee.codecpar.pointee.codec_tag = 0 }
         let rate = parameters.pointee.sample_rate
         stream.pointee.time_base = AVRational(num: 1, den: rate > 0 ? rate : 90000)
         return avformat_init_output(scratch, nil) >= 0

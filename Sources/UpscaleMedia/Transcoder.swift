@@ -365,6 +365,18 @@ public final class Transcoder {
                 // as a timecode track and Matroska keeps as a tag.
                 if tag == "tmcd", let timecode = metadata(input.stream(videoIndex), "timecode") {
                     logger.notice("timecode \(timecode) (stream \(i)) is kept as the video's start timecode")
+                } else if tag == "gpmd" {
+                    // A GoPro's (or a camera app's) telemetry: GPS, accelerometer, gyroscope, read
+                    // by stabilizers, map overlays and speed gauges. .mov and .mp4 keep it as the
+                    // camera wrote it; it was dropped as "data stream (bin_data)".
+                    let ext = URL(fileURLWithPath: job.output).pathExtension
+                    if ["mov", "mp4"].contains(output.muxerName), output.canHold(par, keepingTag: true) {
+                        let out = try output.addCopiedStream(from: s)
+                        output.stream(out).pointee.codecpar.pointee.codec_tag = par.pointee.codec_tag
+                        routes[i] = .copy(output: out)
+                    } else {
+                        logger.notice("GoPro telemetry (GPS and motion, gpmd: stream \(i)) cannot go in .\(ext); not copied (use .mp4 or .mov to keep it)")
+                    }
                 } else if tag == "text" && input.context.pointee.nb_chapters > 0 {
                     // A QuickTime chapter track, read as the file's chapters, which are copied
                     // ("data stream (bin_data) is not copied" was said of every file with chapters).

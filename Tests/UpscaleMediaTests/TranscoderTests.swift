@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import Logging
 import UpscaleCore
 import UpscaleMedia
 import XCTest
@@ -932,6 +933,40 @@ final class TranscoderTests: XCTestCase {
         for (a, b) in zip(info.chapters, late.chapters) { XCTAssertEqual(a.start, b.start - 10, accuracy: 0.01, a.title) }
     }
 
+    /// A GoPro's telemetry track (`gpmd`: GPS, accelerometer, gyroscope) is copied into .mp4 and
+    /// .mov byte for byte, with its tag and handler name (it was dropped as "data stream
+    /// (bin_data)"); Matroska cannot hold it, and a note says so.
+    func testGoProTelemetryIsKept() throws {
+        let dir = try workspace(copying: ["street-gpmd.mp4"])
+        let source = dir.appendingPathComponent("street-gpmd.mp4").path
+        let telemetry = { (path: String) throws -> (tag: String?, handler: String?, packets: [String]) in
+            let info = try MediaProbe.info(path)
+            guard let stream = info.streams.first(where: { $0.kind == .data }) else { return (nil, nil, []) }
+            return (stream.codecTag, stream.tags["handler_name"], try MediaProbe.packets(path, stream: stream.index).map { "\($0.size) \($0.checksum)" })
+        }
+        let original = try telemetry(source)
+        XCTAssertEqual(original.tag, "gpmd")
+        XCTAssertEqual(original.packets.count, 1)
+        for ext in ["mp4", "mov", "mkv"] {
+            let out = dir.appendingPathComponent("out.\(ext)").path
+            let log = NoteCollector()
+            let job = try JobPlanner.plan(input: source, options: UpscaleOptions(width: 320, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            _ = try Transcoder(job: job, logger: Logger(label: "test") { _ in log }).run()
+            let notes = log.lines
+            let kept = try telemetry(out)
+            if ext == "mkv" {
+                XCTAssertNil(kept.tag)
+                XCTAssertTrue(notes.contains { $0.contains("GoPro telemetry") && $0.contains("cannot go in .mkv") }, "\(notes)")
+            } else {
+                XCTAssertEqual(kept.tag, "gpmd", ext)
+                XCTAssertEqual(kept.handler, "GoPro MET", ext)
+                XCTAssertEqual(kept.packets, original.packets, ext)
+                XCTAssertFalse(notes.contains { $0.contains("not copied") }, "\(notes)")
+            }
+            XCTAssertEqual(try Measure.frames(out).count, 20, ext)
+        }
+    }
+
     /// Every picture keeps its time and its length to the end of the video:
     /// - a raw H.264 stream (no container, no timestamps at all) comes out at its frame rate;
     ///   its pictures were numbered 0, 1, 2 in ticks of 1/1200000 s (2 s played in 0.02 s);
@@ -1231,5 +1266,23 @@ final class TranscoderTests: XCTestCase {
         guard (try? p.run()) != nil else { return -1 }
         p.waitUntilExit()
         return p.terminationStatus
+    }
+}
+
+/// Collects a logger's lines (the transcoder's notes), for tests that check them.
+final class NoteCollector: LogHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var collected: [String] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    var lines: [String] { lock.withLock { collected } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        lock.withLock { collected.append(message.description) }
     }
 }
