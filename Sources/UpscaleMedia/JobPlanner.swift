@@ -257,6 +257,14 @@ public enum JobPlanner {
             throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(error.message.replacingOccurrences(of: "; choose another size", with: "")); \(advice) (or check the file: a damaged header can report a wrong size)")
         }
         if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
+        // Both sides given: the size asked for, in any shape, but a changed shape is said (a
+        // portrait clip given a landscape size came out squashed without a word).
+        if options.width != nil, options.height != nil {
+            let before = Double(display.width) / Double(display.height), after = Double(shown.width) / Double(shown.height)
+            if abs(after / before - 1) > 0.01 {
+                notices.append("'\(input)' is shown at \(Int(display.width.rounded()))x\(Int(display.height.rounded())); \(shown.width)x\(shown.height) stretches it to another shape (give only --width or --height to keep its shape)")
+            }
+        }
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
         // Non-square pixels are kept: the stored width is the displayed width over the pixel aspect.
         let video = info.video!

@@ -60,6 +60,12 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertEqual(URL(fileURLWithPath: mp4.output).lastPathComponent, "street-2s Upscaled.mp4")
         XCTAssertEqual(mp4.muxer, "mp4")
         XCTAssertTrue(mp4.notices.isEmpty)
+        // Both sides given: that size, and a changed shape is said (768x576 is 4:3).
+        let street = dir.appendingPathComponent("street-2s.mp4").path
+        let square = try JobPlanner.plan(input: street, options: UpscaleOptions(width: 1000, height: 1000))
+        XCTAssertEqual([square.width, square.height], [1000, 1000])
+        XCTAssertEqual(square.notices, ["'\(street)' is shown at 768x576; 1000x1000 stretches it to another shape (give only --width or --height to keep its shape)"])
+        XCTAssertTrue(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 1536, height: 1152)).notices.isEmpty)
         let avi = try JobPlanner.plan(input: dir.appendingPathComponent("street-mjpeg.avi").path, options: UpscaleOptions())
         XCTAssertEqual(URL(fileURLWithPath: avi.output).lastPathComponent, "street-mjpeg Upscaled.mov")
         XCTAssertEqual(avi.notices, [".avi cannot hold hevc; writing .mov"])
