@@ -9,7 +9,9 @@ public enum QueueActions {
     /// Failed or cancelled jobs of these files, or with none every failed job, are queued again; a failed job's
     /// original comes back from Failed/ to where it was dropped (under a free name) and its
     /// error file is removed. Returns the files queued again.
-    public static func retry(folder: WatchFolder, store: JobStore, files: [String]) throws -> [String] {
+    /// Returns the files queued again, and those of matching jobs that are no longer in the
+    /// folder (deleted or moved away while queued), which cannot be.
+    public static func retry(folder: WatchFolder, store: JobStore, files: [String]) throws -> (queued: [String], gone: [String]) {
         let wanted = Set(files.map { relative($0, in: folder) })
         // With no names, failed jobs only: a cancelled one was stopped on purpose.
         return try retry(folder: folder, store: store) { job in
@@ -21,11 +23,11 @@ public enum QueueActions {
 
     /// The same for one job by id (the dashboard's Retry).
     public static func retry(folder: WatchFolder, store: JobStore, id: Int64) throws -> [String] {
-        try retry(folder: folder, store: store) { $0.id == id }
+        try retry(folder: folder, store: store) { $0.id == id }.queued
     }
 
-    private static func retry(folder: WatchFolder, store: JobStore, matching: (JobRecord) -> Bool) throws -> [String] {
-        var queued: [String] = []
+    private static func retry(folder: WatchFolder, store: JobStore, matching: (JobRecord) -> Bool) throws -> (queued: [String], gone: [String]) {
+        var queued: [String] = [], gone: [String] = []
         let now = Date().timeIntervalSince1970
         for job in try store.list() where [.failed, .cancelled].contains(job.state) {
             guard matching(job) else { continue }
@@ -37,12 +39,15 @@ public enum QueueActions {
                 source = String(back.dropFirst(folder.root.count + 1))
             }
             var info = stat()
-            guard stat(folder.path(source), &info) == 0 else { continue }
+            guard stat(folder.path(source), &info) == 0 else {
+                gone.append(source)
+                continue
+            }
             if try store.requeueFailed(id: job.id, source: source, size: Int64(info.st_size), modified: info.modificationTime, now: now) {
                 queued.append(source)
             }
         }
-        return queued
+        return (queued, gone)
     }
 
     /// Queued and running jobs of these files become cancelled (a running one is stopped by

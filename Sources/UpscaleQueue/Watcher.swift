@@ -51,6 +51,11 @@ public final class Watcher: @unchecked Sendable {
     private let lock = NSLock()
     private var running: [Int64: RunningJob] = [:]
     private var ignoredOnce: Set<String> = []
+    /// Files the store would not queue again as they are (a cancelled job's, or one whose
+    /// original could not be moved out), by their size and modification time: left alone
+    /// until they change. Settled again at every scan, two of them whose settling had started
+    /// at different scans were never both done with it, and a once-run never ended.
+    private var refused: [String: (size: Int64, modified: Double)] = [:]
     private var failedThisRun = 0
     private var folderWasAvailable = true
     private lazy var planner = JobPlanning(watcher: self)
@@ -192,6 +197,9 @@ public final class Watcher: @unchecked Sendable {
                         } else {
                             walk(rel)
                         }
+                    } else if !config.recursive && !name.hasPrefix(".") {
+                        // A folder dropped in was passed over without a word.
+                        sayOnce(about: rel, "ignoring the folder '\(rel)': watch with --recursive to take the files in folders")
                     }
                     continue
                 }
@@ -250,7 +258,8 @@ public final class Watcher: @unchecked Sendable {
     private func scan(now: Double) throws {
         let files = candidates()
         let active = Set(try store.list().filter(\.state.isOpen).map(\.source))
-        let waiting = files.filter { !active.contains($0.key) }
+        refused = refused.filter { rel, was in files[rel].map { $0.size == was.size && $0.modified == was.modified } ?? false }
+        let waiting = files.filter { !active.contains($0.key) && refused[$0.key] == nil }
         guard !waiting.isEmpty else {
             _ = settler.settled([:], now: now, network: false, openForWriting: [])
             return
@@ -263,6 +272,8 @@ public final class Watcher: @unchecked Sendable {
             if let job = try store.enqueue(source: rel, size: stat.size, modified: stat.modified, settings: config.settings) {
                 say("queued '\(rel)' (\(Self.megabytes(stat.size)), job \(job.id))")
                 planner.add(job)
+            } else {
+                refused[rel] = (stat.size, stat.modified)
             }
             settler.forget(rel)
         }

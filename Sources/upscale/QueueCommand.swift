@@ -82,10 +82,16 @@ struct QueueCommand: ParsableCommand {
                 return
             }
             let root = WatchFolder(root: try required(folder))
-            let queued = try QueueActions.retry(folder: root, store: try root.openStore(create: false), files: files)
+            let (queued, gone) = try QueueActions.retry(folder: root, store: try root.openStore(create: false), files: files)
+            // A job whose file was deleted or moved away while queued is listed as failed
+            // ("disappeared"); it was passed over with "no failed or cancelled job".
+            let goneText = gone.map { "'\($0)'" }.joined(separator: ", ")
+            let advice = "\(gone.count == 1 ? "is" : "are") no longer in the folder (deleted or moved while queued); put \(gone.count == 1 ? "it" : "them") back in \(root.root) and retry"
+            if queued.isEmpty && !gone.isEmpty && !files.isEmpty { throw CLIError(status: 1, "\(goneText) \(advice)") }
             if queued.isEmpty && !files.isEmpty {
                 throw CLIError(status: 1, "no failed or cancelled job for \(files.map { "'\($0)'" }.joined(separator: ", ")) in \(root.root)")
             }
+            if !gone.isEmpty { print("not queued again: \(goneText) \(advice)") }
             print(queued.isEmpty ? "nothing to retry" : "queued again: " + queued.joined(separator: ", "))
         }
     }

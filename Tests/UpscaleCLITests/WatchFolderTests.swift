@@ -424,6 +424,76 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(files("").contains("a.mp4"))
     }
 
+    /// A once-run ends when nothing is left to do, also with cancelled files left in the folder
+    /// (they stay where they are). Two cancelled a second or more apart kept it waiting for
+    /// good: each was settled again at every scan, and never both at once.
+    func testAOnceRunEndsWithCancelledFilesLeftInTheFolder() throws {
+        try drop(Self.clip, as: "long.mp4")
+        try drop(Self.clip, as: "b.mp4")
+        try drop(Self.clip, as: "c.mp4")
+        // (The default settle time, and the cancels 2.5 s apart: the two files' settling then
+        // never ended at the same scan, as it can with other timings.)
+        let watcher = try background(["watch", inbox.path, "--once", "--width", "1280", "--preset", "medium"])
+        defer {
+            if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
+            watcher.waitUntilExit()
+        }
+        try waitFor("the first job to start") { try listing().jobs.contains { $0.state == "running" } }
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "b.mp4"]).status, 0)
+        usleep(2_500_000)
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "c.mp4"]).status, 0)
+        try waitFor("the once-run to end", timeout: 60) { !watcher.isRunning }
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        let states = Dictionary(uniqueKeysWithValues: try listing().jobs.map { ($0.source, $0.state) })
+        XCTAssertEqual(states, ["long.mp4": "done", "b.mp4": "cancelled", "c.mp4": "cancelled"])
+        XCTAssertEqual(files("").filter { $0.hasSuffix(".mp4") }, ["b.mp4", "c.mp4"])
+    }
+
+    /// A watch folder's own Upscaled/ (or Originals/, Failed/, or a folder in one) is refused
+    /// as a watch folder: its results were upscaled again and moved out from under the outer
+    /// folder's records.
+    func testAWatchFoldersOwnFoldersCannotBeWatched() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        let results = files("Upscaled")
+        XCTAssertEqual(results.count, 1)
+        let deeper = inbox.appendingPathComponent("Originals/trip")
+        try FileManager.default.createDirectory(at: deeper, withIntermediateDirectories: true)
+        for (folder, name) in [(inbox.appendingPathComponent("Upscaled"), "Upscaled"), (deeper, "Originals")] {
+            let refused = try upscale(["watch", folder.path, "--once"] + Self.encode)
+            XCTAssertEqual(refused.status, 2, refused.stderr)
+            XCTAssertEqual(refused.stderr, "error: '\(folder.path)' is in the \(name)/ folder of the watch folder '\(inbox.path)', which keeps its files there; watch another folder\n")
+        }
+        XCTAssertEqual(files("Upscaled"), results, "nothing was taken")
+        XCTAssertEqual(files("Originals"), ["a.mp4", "trip"])
+    }
+
+    /// A file deleted while its job was queued fails as gone; `queue retry` names it and says to
+    /// put it back (it said "no failed or cancelled job", with the job listed as failed), and
+    /// retries it once it is back.
+    func testRetryingAJobWhoseFileIsGoneSaysSo() throws {
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0, "the folder's queue made")
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
+        try drop(Self.clip, as: "q.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(try listing().jobs.first?.state, "queued")
+        try FileManager.default.removeItem(at: inbox.appendingPathComponent("q.mp4"))
+        XCTAssertEqual(try upscale(["queue", "resume", inbox.path]).status, 0)
+        _ = try watchOnce(Self.encode)
+        XCTAssertEqual(try listing().jobs.first?.state, "failed")
+        let named = try upscale(["queue", "retry", inbox.path, "q.mp4"])
+        XCTAssertEqual(named.status, 1, named.stderr)
+        XCTAssertEqual(named.stderr, "error: 'q.mp4' is no longer in the folder (deleted or moved while queued); put it back in \(inbox.path) and retry\n")
+        // (Its output, on standard output, read as standard error.)
+        let all = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "retry", inbox.path], timeout: 60)
+        XCTAssertEqual(all.status, 0, all.stderr)
+        XCTAssertTrue(all.stderr.contains("not queued again: 'q.mp4' is no longer in the folder"), all.stderr)
+        try drop(Self.clip, as: "q.mp4")
+        let back = try upscale(["queue", "retry", inbox.path, "q.mp4"])
+        XCTAssertEqual(back.status, 0, back.stderr)
+        XCTAssertEqual(try listing().jobs.first?.state, "queued")
+    }
+
     func testCancelStopsARunningJobWithinASecondOrTwo() throws {
         try drop(Self.clip, as: "long.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--width", "960", "--no-refine", "--preset", "slower"])
@@ -567,6 +637,11 @@ final class WatchFolderTests: XCTestCase {
 
     func testRecursiveKeepsSubfolderPaths() throws {
         try drop(Self.clip, as: "trip/day 1/a.mp4")
+        // Without --recursive the folder is left, and said to be (it was passed over without a word).
+        let flat = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(flat.status, 0, flat.stderr)
+        XCTAssertTrue(flat.stderr.contains("ignoring the folder 'trip': watch with --recursive to take the files in folders"), flat.stderr)
+        XCTAssertEqual(files("trip/day 1"), ["a.mp4"])
         let run = try watchOnce(Self.encode + ["--recursive"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(files("Upscaled/trip/day 1"), ["a Upscaled.mp4"])
