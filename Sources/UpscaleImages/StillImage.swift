@@ -16,15 +16,17 @@ public final class StillImage {
                                                  // Drawn at their own size (SVG) or read through ImageMagick (icons,
                                                  // Photoshop, PCX): they became one-frame HEVC movies.
                                                  "svg", "svgz", "ico", "cur", "psd", "pcx",
-                                                 // Radiance HDR and FITS (astronomy): read by libvips; they went
-                                                 // down the video path ("has no video stream (audio only?)").
-                                                 "hdr", "fits", "fit", "fts"]
+                                                 // FITS (astronomy): read by libvips; it went down the video path
+                                                 // ("has no video stream (audio only?)"). Radiance HDR (.hdr) is
+                                                 // known by its first bytes (`looksLikeStill`): Analyze and ENVI
+                                                 // headers end in .hdr too, beside their data files.
+                                                 "fits", "fit", "fts"]
     /// `--format` names (and output name suffixes) and the suffix each writes.
     public static let formats: [String: String] = ["jpg": "jpg", "jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "png": "png", "webp": "webp",
                                                     "tiff": "tif", "tif": "tif", "avif": "avif", "heic": "heic", "heif": "heic",
                                                     "jxl": "jxl", "gif": "gif"]
     /// Formats whose savers take a quality (`Q`).
-    static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl", "jp2"]
+    static let lossy: Set<String> = ["jpg", "jpeg", "webp", "heic", "heif", "avif", "jxl", "jp2", "j2k", "jpx"]
 
     /// Whether files ending in `.ext` are saved at a quality (`--quality`).
     public static func takesQuality(extension ext: String) -> Bool { lossy.contains(ext.lowercased()) }
@@ -95,25 +97,35 @@ public final class StillImage {
     public static func isLosslessJXL(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }
-        guard let head = try? handle.read(upToCount: 1 << 16) else { return false }
+        // The image header lies within a codestream's first kilobytes.
+        let headerBytes = 1 << 14
+        guard let head = try? handle.read(upToCount: headerBytes) else { return false }
         let bytes = [UInt8](head)
         if bytes.starts(with: [0xFF, 0x0A]) { return JXLHeader.xybEncoded(Array(bytes.dropFirst(2))) == false }
-        // The container: boxes of size (32 bits, big-endian; 1: 64 bits follow), type, data.
+        // The container: boxes of size (32 bits, big-endian; 1: 64 bits follow; 0: to the end),
+        // type, data; stepped through in the file (metadata boxes before the codestream can be
+        // large: a 70 KB XMP).
         guard bytes.starts(with: [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) else { return false }
-        var offset = 0
+        var offset: UInt64 = 0
         var codestream: [UInt8]?
-        while offset + 8 <= bytes.count {
-            var size = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
-            let type = String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self)
-            var header = 8
-            if size == 1, offset + 16 <= bytes.count {
-                size = bytes[offset + 8..<offset + 16].reduce(0) { $0 << 8 | Int($1) }
+        for _ in 0..<1000 {
+            guard (try? handle.seek(toOffset: offset)) != nil, let top = try? handle.read(upToCount: 16), top.count >= 8 else { break }
+            let box = [UInt8](top)
+            var size = box[0..<4].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let type = String(decoding: box[4..<8], as: UTF8.self)
+            var header: UInt64 = 8
+            if size == 1 {
+                guard box.count == 16 else { return false }
+                size = box[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 header = 16
             }
             switch type {
             case "jbrd": return false
-            case "jxlc" where codestream == nil: codestream = Array(bytes[min(bytes.count, offset + header)...])
-            case "jxlp" where codestream == nil: codestream = Array(bytes[min(bytes.count, offset + header + 4)...])
+            case "jxlc", "jxlp":
+                guard codestream == nil else { break }
+                let start = offset + header + (type == "jxlp" ? 4 : 0)
+                guard (try? handle.seek(toOffset: start)) != nil, let data = try? handle.read(upToCount: headerBytes) else { return false }
+                codestream = [UInt8](data)
             default: break
             }
             guard size >= header || size == 0 else { return false }
@@ -215,6 +227,9 @@ public final class StillImage {
         // white is 1; an HDR render's highlights above it made the whole picture black).
         var unitRange = false
         var clipped = false
+        // Floats past 255 (a FITS of photon counts, a scientific export) are measured, not a
+        // picture's levels: scaled so that the brightest sample is white (they came out white).
+        var measuredTop: Double?
         if floating && (space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_sRGB) {
             var largest = 0.0
             var stretched: UnsafeMutablePointer<VipsImage>?
@@ -224,6 +239,10 @@ public final class StillImage {
                 current = stretched
                 unitRange = true
                 clipped = largest > 1
+            } else if largest > 255, upscale_vips_scale_cast(current, &stretched, 255 / largest, VIPS_FORMAT_FLOAT) == 0, let stretched {
+                upscale_vips_unref(current)
+                current = stretched
+                measuredTop = largest
             }
         }
         // Linear light in floating point (a Radiance HDR picture, an OpenEXR-like render):
@@ -234,7 +253,7 @@ public final class StillImage {
         }
         if !plain.contains(space) && space != VIPS_INTERPRETATION_MULTIBAND || floating && plain.contains(space) {
             let grayTarget = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 || upscale_vips_bands(current) <= 2
-            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : "")\(unitRange ? " (samples of 0 to 1)" : ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")"
+            notices.append("'\(path)' is \(String(cString: upscale_vips_interpretation_name(space)))\(floating ? " in floating point" : "")\(unitRange ? " (samples of 0 to 1)" : "")\(measuredTop.map { " (samples up to \(String(format: "%g", $0)), scaled so that the brightest is white)" } ?? ""); converted to 16-bit \(grayTarget ? "gray" : "sRGB")"
                 + (clipped ? "; samples above 1 (brighter than white) are clipped" : ""))
             try convert(to: grayTarget ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_RGB16)
         }

@@ -266,7 +266,7 @@ public final class Transcoder {
         }
         for (index, flags) in output.flagsLost() {
             let these = flags.count == 1 ? "flag" : "flags"
-            logger.notice("the \(these) \(flags.map { "'\($0)'" }.joined(separator: ", ")) of output stream \(index) cannot be recorded in .\(output.muxerName) (FFmpeg's muxer writes no such \(these) there); use \(output.muxerName == "mov" ? ".mp4 or .mkv" : ".mkv") to keep \(flags.count == 1 ? "it" : "them")")
+            logger.notice("the \(these) \(flags.map { "'\($0)'" }.joined(separator: ", ")) of output stream \(index) cannot be recorded in .\(output.muxerName) (FFmpeg's muxer writes no such \(these) there); use \(output.muxerName == "mov" && !flags.contains("original") ? ".mp4 or .mkv" : ".mkv") to keep \(flags.count == 1 ? "it" : "them")")
         }
     }
 
@@ -370,7 +370,10 @@ public final class Transcoder {
                     // by stabilizers, map overlays and speed gauges. .mov and .mp4 keep it as the
                     // camera wrote it; it was dropped as "data stream (bin_data)".
                     let ext = URL(fileURLWithPath: job.output).pathExtension
-                    if ["mov", "mp4"].contains(output.muxerName), output.canHold(par, keepingTag: true) {
+                    if job.stripMetadata {
+                        // Its GPS track is where the camera was: --strip drops it, as a cover's EXIF.
+                        logger.notice("GoPro telemetry (GPS and motion, gpmd: stream \(i)) is not copied under --strip: it holds where the camera was")
+                    } else if ["mov", "mp4"].contains(output.muxerName), output.canHold(par, keepingTag: true) {
                         let out = try output.addCopiedStream(from: s)
                         output.stream(out).pointee.codecpar.pointee.codec_tag = par.pointee.codec_tag
                         routes[i] = .copy(output: out)

@@ -197,7 +197,7 @@ public final class Watcher: @unchecked Sendable {
                         } else {
                             walk(rel)
                         }
-                    } else if !config.recursive && !name.hasPrefix(".") {
+                    } else if !config.recursive && !name.hasPrefix(".") && access(dir + "/" + name + "/.upscale", F_OK) != 0 {
                         // A folder dropped in was passed over without a word.
                         sayOnce(about: rel, "ignoring the folder '\(rel)': watch with --recursive to take the files in folders")
                     }
@@ -210,7 +210,8 @@ public final class Watcher: @unchecked Sendable {
                     continue
                 }
                 let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
-                guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) else {
+                // (A Radiance picture by its first bytes: other .hdr files are headers beside their data.)
+                guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) || ext == "hdr" && StillImage.isStill(dir + "/" + name) else {
                     sayOnce(about: rel, "ignoring '\(rel)': not a video or image file")
                     continue
                 }

@@ -91,7 +91,9 @@ struct QueueCommand: ParsableCommand {
             if queued.isEmpty && !files.isEmpty {
                 throw CLIError(status: 1, "no failed or cancelled job for \(files.map { "'\($0)'" }.joined(separator: ", ")) in \(root.root)")
             }
-            if !gone.isEmpty { print("not queued again: \(goneText) \(advice)") }
+            // (Named files only: with no names, an old failure whose file the user removed on
+            // purpose would be reported at every retry.)
+            if !gone.isEmpty && !files.isEmpty { print("not queued again: \(goneText) \(advice)") }
             print(queued.isEmpty ? "nothing to retry" : "queued again: " + queued.joined(separator: ", "))
         }
     }

@@ -42,14 +42,17 @@ struct WatchCommand: ParsableCommand {
         }
         // A watch folder's own Upscaled/, Originals/ or Failed/ (or a folder inside one): its
         // results were upscaled again and moved out from under the outer folder's records.
-        var inner = URL(fileURLWithPath: root.root)
-        while inner.path != "/" {
-            let parent = inner.deletingLastPathComponent()
-            if WatchFolder.ownFolders.contains(inner.lastPathComponent),
-               FileManager.default.fileExists(atPath: WatchFolder(root: parent.path).state) {
-                throw CLIError(status: 2, "'\(folder)' is in the \(inner.lastPathComponent)/ folder of the watch folder '\(parent.path)', which keeps its files there; watch another folder")
+        // (Its real path too: a link to one was watched.)
+        for path in Set([root.root, URL(fileURLWithPath: root.root).resolvingSymlinksInPath().path]) {
+            var inner = URL(fileURLWithPath: path)
+            while inner.path != "/" {
+                let parent = inner.deletingLastPathComponent()
+                if WatchFolder.ownFolders.contains(inner.lastPathComponent),
+                   FileManager.default.fileExists(atPath: WatchFolder(root: parent.path).state) {
+                    throw CLIError(status: 2, "'\(folder)' is in the \(inner.lastPathComponent)/ folder of the watch folder '\(parent.path)', which keeps its files there; watch another folder")
+                }
+                inner = parent
             }
-            inner = parent
         }
         let lock: FolderLock
         do { lock = try FolderLock(folder: root) } catch { throw CLIError(status: 2, "\(error)") }

@@ -620,6 +620,19 @@ final class StillImageTests: XCTestCase {
         }
         XCTAssertEqual(try run([path("shot.jxl"), "--quality", "80", "-o", path("lossy.jxl")]).status, 0)
         XCTAssertFalse(StillImage.isLosslessJXL(path("lossy.jxl")))
+        // In the container form, behind a 70 KB metadata box (only the first 64 KB were read);
+        // a JPEG to rebuild (a recompressed JPEG) is lossy by origin.
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+            withUnsafeBytes(of: UInt32(8 + payload.count).bigEndian, Array.init) + Array(type.utf8) + payload
+        }
+        let naked = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path("shot.jxl"))))
+        let start: [UInt8] = [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A] + box("ftyp", Array("jxl \0\0\0\0jxl ".utf8))
+        try Data(start + box("xml ", [UInt8](repeating: 0x20, count: 70_000)) + box("jxlc", naked)).write(to: URL(fileURLWithPath: path("boxed.jxl")))
+        try Data(start + box("jbrd", [0]) + box("jxlc", naked)).write(to: URL(fileURLWithPath: path("rebuilt.jxl")))
+        XCTAssertTrue(StillImage.isLosslessJXL(path("boxed.jxl")))
+        XCTAssertFalse(StillImage.isLosslessJXL(path("rebuilt.jxl")))
+        XCTAssertEqual(try run([path("boxed.jxl")]).status, 0)
+        XCTAssertTrue(StillImage.isLosslessJXL(path("boxed Upscaled.jxl")))
     }
 
     /// A PNG's text chunks (the generation settings AI image tools write under "parameters",
@@ -925,8 +938,10 @@ final class StillImageTests: XCTestCase {
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertTrue(result.stderr.contains("--quality is for lossy formats") && result.stderr.contains(".\(ext) is saved losslessly"), result.stderr)
         }
-        let lossy = try run([butterfly, "--width", "600", "--quality", "50", "--output", path("q50.jpg")])
-        XCTAssertFalse(lossy.stderr.contains("--quality is for lossy formats"), lossy.stderr)
+        for ext in ["jpg", "j2k"] {
+            let lossy = try run([butterfly, "--width", "600", "--quality", "50", "--output", path("q50.\(ext)")])
+            XCTAssertFalse(lossy.stderr.contains("--quality is for lossy formats"), lossy.stderr)
+        }
     }
 
     /// TIFF output is compressed losslessly as its input was: libvips wrote every TIFF
@@ -1011,6 +1026,23 @@ final class StillImageTests: XCTestCase {
         let result = try run([fits, "--output", path("fits.png")])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try header(path("fits.png")).width, 2 * (try header(butterfly)).width)
+        // Floats far past 255 (photon counts) are scaled so that the brightest is white: they came
+        // out white. The picture's levels are the photo's, 40 times over.
+        let counts = try make("counts.fits") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_scale_cast(image, &out, 40, VIPS_FORMAT_FLOAT), 0)
+            return try XCTUnwrap(out)
+        }
+        var brightest = 0.0
+        let source = try open(butterfly)
+        XCTAssertEqual(upscale_vips_max(source, &brightest), 0)
+        upscale_vips_unref(source)
+        let measured = try run([counts, "--output", path("counts.png")])
+        XCTAssertEqual(measured.status, 0, measured.stderr)
+        XCTAssertTrue(measured.stderr.contains("scaled so that the brightest is white"), measured.stderr)
+        let words = try pixels(path("counts.png")).withUnsafeBytes { Array($0.bindMemory(to: UInt16.self)) }
+        let countsMean = words.reduce(0.0) { $0 + Double($1) } / Double(words.count) / 257
+        XCTAssertEqual(countsMean, photoMean * 255 / brightest, accuracy: 2, "the photo's levels")
     }
 
     /// What a killed still job left in a folder (its temporary file and its strip file, which

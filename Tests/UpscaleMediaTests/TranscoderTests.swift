@@ -965,6 +965,14 @@ final class TranscoderTests: XCTestCase {
             }
             XCTAssertEqual(try Measure.frames(out).count, 20, ext)
         }
+        // --strip drops it, with a note: its GPS track is where the camera was.
+        let stripped = dir.appendingPathComponent("stripped.mp4").path
+        let log = NoteCollector()
+        var options = UpscaleOptions(width: 320, output: stripped, encoder: EncoderSettings(preset: "ultrafast"))
+        options.stripMetadata = true
+        _ = try Transcoder(job: try JobPlanner.plan(input: source, options: options), logger: Logger(label: "test") { _ in log }).run()
+        XCTAssertNil(try telemetry(stripped).tag)
+        XCTAssertTrue(log.lines.contains { $0.contains("GoPro telemetry") && $0.contains("not copied under --strip") }, "\(log.lines)")
     }
 
     /// Every picture keeps its time and its length to the end of the video:
