@@ -486,7 +486,7 @@ public final class StillImage {
         if ext == "tif" || ext == "tiff" {
             // libvips writes TIFF uncompressed unless told: 5-46x the size of an LZW or Deflate
             // input. Lossless always; an uncompressed input stays uncompressed.
-            let method = StillImage.tiffCompression(for: self.path)
+            let method = StillImage.tiffCompression(for: self.path, sixteenBit: sixteenBit)
             options.append("compression=\(method)")
             if method != "none" { options.append("predictor=horizontal") }
         }
@@ -515,12 +515,14 @@ public final class StillImage {
 
     /// The TIFF compression a TIFF output gets (libvips' names): "none" where the input is a
     /// TIFF stored uncompressed (it may be meant to be mapped as it is), "deflate" where the
-    /// input uses Deflate, else LZW (lossless, and read by every TIFF reader).
-    static func tiffCompression(for input: String) -> String {
+    /// input uses Deflate, else LZW (lossless, and read by every TIFF reader) for 8-bit samples
+    /// and Deflate for 16-bit ones: LZW made an upscaled 16-bit photo 9% larger than
+    /// uncompressed (6.42 MB against 5.90; Deflate 4.96).
+    static func tiffCompression(for input: String, sixteenBit: Bool) -> String {
         switch tiffCompressionTag(input) {
         case 1: return "none"
         case 8, 32946: return "deflate"
-        default: return "lzw"
+        default: return sixteenBit ? "deflate" : "lzw"
         }
     }
 

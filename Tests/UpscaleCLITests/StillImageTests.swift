@@ -972,6 +972,21 @@ final class StillImageTests: XCTestCase {
             let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
             if tag != 1 { XCTAssertLessThan(size, expected.count * 3 / 4, "\(name): compressed") }
         }
+        // 16-bit samples get Deflate where the input's method is not kept: LZW made them larger
+        // than uncompressed.
+        _ = try make("deep.tif[compression=lzw]") { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_colourspace(image, &out, VIPS_INTERPRETATION_RGB16), 0)
+            return try XCTUnwrap(out)
+        }
+        let deep = path("deep.tif")
+        XCTAssertEqual(StillImage.tiffCompressionTag(deep), 5)
+        for ext in ["tif", "png"] { XCTAssertEqual(try run([deep, "--output", path("deep-up.\(ext)")]).status, 0) }
+        XCTAssertEqual(StillImage.tiffCompressionTag(path("deep-up.tif")), 8)
+        let deepPixels = try pixels(path("deep-up.png"))
+        XCTAssertEqual(try pixels(path("deep-up.tif")), deepPixels, "lossless")
+        let deepSize = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: path("deep-up.tif"))[.size] as? Int)
+        XCTAssertLessThan(deepSize, deepPixels.count * 9 / 10, "smaller than uncompressed")
     }
 
     /// `--strip` into WebP leaves no EXIF or XMP chunk: libvips 8.14's saver wrote an EXIF
