@@ -538,16 +538,13 @@ public final class StillImage {
         case (0x4D, 0x4D, 0x00, 0x2A): little = false
         default: return nil
         }
-        func number(_ b: [UInt8], _ offset: Int, _ size: Int) -> Int {
-            (0..<size).reduce(0) { $0 << 8 | Int(b[offset + (little ? size - 1 - $1 : $1)]) }
-        }
-        let directory = number(bytes, 4, 4)
-        guard (try? handle.seek(toOffset: UInt64(directory))) != nil, let countBytes = try? handle.read(upToCount: 2), countBytes.count == 2 else { return nil }
-        let count = number([UInt8](countBytes), 0, 2)
-        guard count < 4096, let entries = try? handle.read(upToCount: 12 * count), entries.count == 12 * count else { return nil }
+        guard let directory = tiffNumber(bytes, at: 4, size: 4, little: little),
+              (try? handle.seek(toOffset: UInt64(directory))) != nil, let countBytes = try? handle.read(upToCount: 2),
+              let count = tiffNumber([UInt8](countBytes), at: 0, size: 2, little: little),
+              count < 4096, let entries = try? handle.read(upToCount: 12 * count), entries.count == 12 * count else { return nil }
         let table = [UInt8](entries)
-        for i in 0..<count where number(table, 12 * i, 2) == 259 {
-            return number(table, 12 * i + 8, 2)
+        for i in 0..<count where tiffNumber(table, at: 12 * i, size: 2, little: little) == 259 {
+            return tiffNumber(table, at: 12 * i + 8, size: 2, little: little)
         }
         return nil
     }
@@ -692,11 +689,8 @@ public final class StillImage {
         case (0x4D, 0x4D): little = false
         default: return exif
         }
-        func number(at offset: Int, size: Int) -> Int? {
-            guard offset >= 0, offset + size <= bytes.count else { return nil }
-            return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + (little ? size - 1 - $1 : $1)]) }
-        }
-        guard let first = number(at: start + 4, size: 4), let entries = number(at: start + first, size: 2) else { return exif }
+        guard let first = tiffNumber(bytes, at: start + 4, size: 4, little: little),
+              let entries = tiffNumber(bytes, at: start + first, size: 2, little: little) else { return exif }
         let link = start + first + 2 + 12 * entries
         guard link + 4 <= bytes.count else { return exif }
         bytes.replaceSubrange(link..<link + 4, with: [0, 0, 0, 0])
@@ -776,6 +770,13 @@ public final class StillImage {
         upscale_vips_error_clear()
         return found
     }
+}
+
+/// The unsigned number of `size` bytes at `offset` in `bytes`, in a TIFF structure's byte order
+/// (a TIFF file's, an EXIF block's), or nil past the end.
+private func tiffNumber(_ bytes: [UInt8], at offset: Int, size: Int, little: Bool) -> Int? {
+    guard offset >= 0, offset + size <= bytes.count else { return nil }
+    return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + (little ? size - 1 - $1 : $1)]) }
 }
 
 /// Planes of one sample type, 8- or 16-bit.

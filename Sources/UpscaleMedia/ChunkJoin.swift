@@ -81,7 +81,7 @@ extension Transcoder {
         var frames = 0
         let placed: String
         do {
-            noteLostLanguages(output)
+            noteLostTrackDetails(output)
             try output.open()
             while true {
                 if cancel.isCancelled { throw UpscaleError.cancelled() }

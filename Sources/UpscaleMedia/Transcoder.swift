@@ -183,7 +183,7 @@ public final class Transcoder {
         } else {
             HeadStart.drop()
         }
-        noteLostLanguages(output)
+        noteLostTrackDetails(output)
         do {
             try output.open()
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
@@ -260,7 +260,7 @@ public final class Transcoder {
     }
 
     /// Says which track languages and flags the output leaves out (they were dropped without a word).
-    func noteLostLanguages(_ output: OutputFile) {
+    func noteLostTrackDetails(_ output: OutputFile) {
         for (index, code) in output.movLanguagesLost() {
             logger.notice("the language '\(code)' of output stream \(index) cannot be recorded in .mov (FFmpeg's .mov muxer knows only the old Macintosh language codes); use .mp4 or .mkv to keep it")
         }
