@@ -23,11 +23,16 @@ struct TrainBench: ParsableCommand {
     var angleBlend = 0.0
     @Option(help: "Turn off classes whose filters reduce the squared error per output sample by less than this (8-bit levels², on the training photos) compared with Lanczos: their samples keep Lanczos, which saves time and flicker.")
     var minGain = 0.0
+    @Option(help: "Taps per axis each phase's filter may use (2 to 7): the ones nearest the output sample's position; the others are 0, or with --residual plain Lanczos'.")
+    var support = 7
+    @Flag(help: "Fit only the supported taps on top of plain Lanczos: the taps outside --support keep Lanczos' weights.")
+    var residual = false
     @Option(help: "Swift file to write (default Sources/UpscaleCore/EdgeRefinerFiltersX<ratio>.swift).") var output: String?
     @Argument(help: "Training photos.") var photos: [String]
 
     func run() throws {
         guard (2...4).contains(ratio) else { throw ValidationError("--ratio is 2, 3 or 4") }
+        guard (2...EdgeRefiner.window).contains(support) else { throw ValidationError("--support is 2 to \(EdgeRefiner.window)") }
         let n = EdgeRefiner.taps, phases = ratio * ratio, classes = EdgeRefiner.classCount
         let lanczos = EdgeRefiner.lanczosWeights(ratio: ratio)
         let probe = EdgeRefiner(ratio: ratio, strengthThresholds: (0, 0), coherenceThresholds: (0, 0), fade: 1,
@@ -113,10 +118,21 @@ struct TrainBench: ParsableCommand {
                 m[i * n + i] += lambda
             }
             for phase in 0..<phases {
-                let rhs = (0..<n).map { atb[(c * phases + phase) * n + $0] + lambda * Double(lanczos[phase * n + $0]) }
+                let fitted = supportedTaps(phase: phase), k = fitted.count
+                // Taps outside the support keep 0 or (--residual) Lanczos' weight; what they
+                // contribute comes off the target.
+                var fixed = [Double](repeating: 0, count: n)
+                if residual { for i in 0..<n where !fitted.contains(i) { fixed[i] = Double(lanczos[phase * n + i]) } }
+                var sub = [Double](repeating: 0, count: k * k)
+                for (a, i) in fitted.enumerated() { for (b, j) in fitted.enumerated() { sub[a * k + b] = m[i * n + j] } }
+                let rhs = fitted.map { i in
+                    atb[(c * phases + phase) * n + i] + lambda * Double(lanczos[phase * n + i])
+                        - (0..<n).reduce(0.0) { $0 + (i == $1 ? 0 : ata[c * n * n + min(i, $1) * n + max(i, $1)]) * fixed[$1] }
+                }
                 let limit = maxGain <= 0 ? Double.infinity : maxGain * (0..<n).map { Double(lanczos[phase * n + $0] * lanczos[phase * n + $0]) }.reduce(0, +)
-                let h = try constrainedSolve(m, rhs, n: n, maxGain: limit, scale: Double(max(counts[c], 1)) * 255 * 255)
-                for i in 0..<n { weights[(c * phases + phase) * n + i] = Float(h[i]) }
+                let h = try constrainedSolve(sub, rhs, n: k, maxGain: limit, scale: Double(max(counts[c], 1)) * 255 * 255)
+                for i in 0..<n { weights[(c * phases + phase) * n + i] = Float(fixed[i]) }
+                for (a, i) in fitted.enumerated() { weights[(c * phases + phase) * n + i] = Float(h[a]) }
             }
         }
         if angleBlend > 0 {
@@ -148,6 +164,8 @@ struct TrainBench: ParsableCommand {
             }
         }
         let active = (0..<classes).map { counts[$0] > 0 && gain[$0] / Double(counts[$0]) >= minGain }
+        let activeGain = (0..<classes).filter { active[$0] }.map { gain[$0] }.reduce(0, +)
+        print(String(format: "gain over Lanczos on the training photos: %.3f levels² per refined sample (active classes)", activeGain / Double(max(1, counts.reduce(0, +)))))
         let total = counts.reduce(0, +)
         let path = output ?? "Sources/UpscaleCore/EdgeRefinerFiltersX\(ratio).swift"
         let kept = (0..<classes).filter { active[$0] }.map { counts[$0] }.reduce(0, +)
@@ -156,6 +174,18 @@ struct TrainBench: ParsableCommand {
                                                         fade: Float(fade) * t0, weights: weights, active: active), samples: total)
         print("trained \(classes) classes x \(phases) phases on \(total) samples from \(photos.count) photos; " +
               "strength thresholds (\(t0), \(t1)), coherence thresholds \(ct); empty classes: \(counts.filter { $0 == 0 }.count); wrote \(path)")
+    }
+
+    /// The 7x7 window's taps (row-major indices) that a phase's filter fits: the `support`
+    /// nearest its output position on each axis.
+    private func supportedTaps(phase: Int) -> [Int] {
+        func axis(_ p: Int) -> [Int] {
+            let offset = (Double(p) + 0.5) / Double(ratio) - 0.5
+            let first = max(-EdgeRefiner.window / 2, min(EdgeRefiner.window / 2 - support + 1, Int((offset - Double(support) / 2).rounded(.up))))
+            return Array(first..<(first + support))
+        }
+        let r = EdgeRefiner.window / 2
+        return axis(phase / ratio).flatMap { dy in axis(phase % ratio).map { dx in (dy + r) * EdgeRefiner.window + dx + r } }
     }
 
     /// Deterministic Gaussian noise (Box-Muller over a 64-bit LCG), clamped to 0...255.
