@@ -188,6 +188,9 @@ public enum JobPlanner {
     public static func checkOutput(_ output: String, input: String, taken: [String], otherInputs: [String] = [], overwrite: Bool) throws {
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
         guard isDirectory(folder) else {
+            if FileManager.default.fileExists(atPath: folder) {
+                throw UpscaleError(.output, "'\(folder)' is a file, not a folder; pick another --output")
+            }
             throw UpscaleError(.output, "the output folder '\(folder)' does not exist; create it or pick another --output")
         }
         if sameFile(output, input) {

@@ -533,6 +533,7 @@ final class RunningJob: @unchecked Sendable {
         var outputStored = false
         var stalled = false
         var cancelled = false
+        var cancelledAt = Date.distantFuture
         while outcome == nil {
             outcome = process.poll()
             if outcome != nil { break }
@@ -556,8 +557,16 @@ final class RunningJob: @unchecked Sendable {
             }
             if !ours && !cancelled {
                 cancelled = true
+                cancelledAt = Date()
                 watcher.log("cancel '\(job.source)': stopping its job")
                 process.terminate()
+            }
+            // Its result is not kept: a job that has not stopped a second later (x265 sees the
+            // request only when it returns a picture, seconds into a large job's look-ahead)
+            // is ended at once.
+            if Date().timeIntervalSince(cancelledAt) > 1 {
+                cancelledAt = .distantFuture
+                process.kill9()
             }
             if !stalled, Date().timeIntervalSince(lock.withLock { lastFrameAt }) > config.stallSeconds {
                 stalled = true

@@ -114,7 +114,15 @@ struct UpscaleCommand: ParsableCommand {
             writeStandardError("error: \(running.stopNow())\n")
         }) {
             cancel.cancel()
-            running.terminate()
+            // A child that has not ended a second later is ended as a second Ctrl-C would.
+            if let child = running.terminate() {
+                DispatchQueue.global().asyncAfter(deadline: .now() + RunningChild.stopGrace) {
+                    if let line = running.stopIfStillRunning(child) {
+                        writeStandardError("error: \(line)\n")
+                        _exit(130)
+                    }
+                }
+            }
         }
         defer { withExtendedLifetime(trap) {} }
         let executable = selfExecutable()

@@ -863,6 +863,32 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 
+    /// A Ctrl-C while x265 is deep in its work (here the flush of a veryslow encode, whose
+    /// look-ahead decides all 20 pictures at once) ends the job within about a second: the
+    /// job sees a stop only between the encoder's pictures, and a 3x veryslow picture takes
+    /// seconds. Ended at once after the grace second, as a second Ctrl-C would end it.
+    func testAnInterruptEndsAJobStuckInTheEncoderWithinAboutASecond() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let (process, _, err) = try launch(["street-2s.mp4", "--scale", "3", "--no-refine", "--preset", "veryslow"], in: dir)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline && !listing(dir).contains(where: { $0.hasSuffix(".partial") }) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTAssertTrue(listing(dir).contains { $0.hasSuffix(".partial") }, "job never started: \(listing(dir))")
+        // All 20 pictures are scaled within about 2 s here (debug build); then the flush.
+        Thread.sleep(forTimeInterval: 4)
+        let sent = Date()
+        kill(process.processIdentifier, SIGINT)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let took = Date().timeIntervalSince(sent)
+        print("interrupt to exit: \(String(format: "%.2f", took)) s")
+        XCTAssertEqual(process.terminationStatus, 130, text)
+        XCTAssertLessThan(took, 3, text)
+        XCTAssertTrue(text.hasSuffix("error: cancelled; '\(dir.appendingPathComponent("street-2s Upscaled.mp4").path)' was not written\n"), text)
+        XCTAssertEqual(listing(dir), ["street-2s.mp4"])
+    }
+
     /// street-2s.mp4 in `dir` upscaled 3x (slow), once its job writes its temporary file, with
     /// the parent's child processes then.
     private func launchUntilWriting(_ dir: URL) throws -> (Process, Pipe, Pipe, [pid_t]) {

@@ -184,4 +184,25 @@ final class JobPlannerTests: XCTestCase {
             }
         }
     }
+
+    /// An --output whose folder is missing, or is a file: one line naming which (a file was
+    /// "the output folder … does not exist").
+    func testOutputFolderThatIsMissingOrAFileIsNamedAsSuch() throws {
+        let dir = try workspace(copying: ["street-2s.mp4"])
+        let input = dir.appendingPathComponent("street-2s.mp4").path
+        let file = dir.appendingPathComponent("notes")
+        try Data("x".utf8).write(to: file)
+        let cases = [
+            (dir.appendingPathComponent("missing/out.mp4").path,
+             "the output folder '\(dir.appendingPathComponent("missing").path)' does not exist; create it or pick another --output"),
+            (file.appendingPathComponent("out.mp4").path, "'\(file.path)' is a file, not a folder; pick another --output"),
+        ]
+        for (output, message) in cases {
+            XCTAssertThrowsError(try JobPlanner.checkOutput(output, input: input, taken: [], overwrite: false)) { error in
+                XCTAssertEqual((error as? UpscaleError)?.message, message)
+                XCTAssertEqual((error as? UpscaleError)?.kind, .output)
+            }
+        }
+        XCTAssertEqual(try Data(contentsOf: file), Data("x".utf8))
+    }
 }
