@@ -167,6 +167,25 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_pair_words_hi
 
 typedef unsigned char upscale_bytes32 __attribute__((ext_vector_type(32)));
 typedef int upscale_int32x32 __attribute__((ext_vector_type(32)));
+
+/// The 32 bytes at `p` as 16-bit words (zero-extended), in the lanes' halves as
+/// `upscale_pair_words_lo` and `_hi` take them: `vpmovzxbw` where the core is built for AVX2.
+static inline __attribute__((always_inline)) upscale_int16 upscale_words_at(const unsigned char *p) {
+    upscale_bytes32 bytes;
+    __builtin_memcpy(&bytes, p, sizeof(bytes));
+    return (upscale_int16)__builtin_convertvector(bytes, upscale_words32);
+}
+
+/// Lanes 0 ... 15 of the 32 results of `upscale_pair_words_lo` and `_hi` products in order
+/// (lane l of `lo` holds word 8·(l/4) + l%4, of `hi` the four after it): outputs 0 ... 15.
+static inline __attribute__((always_inline)) upscale_int16 upscale_pairs_in_order_first(upscale_int16 lo, upscale_int16 hi) {
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+}
+
+/// Outputs 16 ... 31 of the same.
+static inline __attribute__((always_inline)) upscale_int16 upscale_pairs_in_order_second(upscale_int16 lo, upscale_int16 hi) {
+    return __builtin_shufflevector(lo, hi, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+}
 /// The 32 sums of `upscale_pair_words_lo` and `_hi` products back in order (lane l of `lo`
 /// holds word 8·(l/4) + l%4, of `hi` the four after it), each clamped to 0 ... 255 as a byte.
 /// Lanes must lie within ±2^15 (the callers' sums shifted down): on AVX-512 the clamp is a

@@ -328,6 +328,8 @@ public struct PlaneResampler: Sendable {
         let end = polyphase.interior.upperBound
         let evenOffset = polyphase.offsets[0], oddOffset = polyphase.offsets[1]
         polyphase.coefficients.withUnsafeBufferPointer { weights in
+            if upscale_pairs_native != 0 { i = filterPairsPolyphase(source, into: output, from: i, to: end, offsets: (evenOffset, oddOffset),
+                                                                    weights: weights.baseAddress!, taps: taps) }
             while i + 16 <= end {
                 let even = phase(source + i + evenOffset, weights.baseAddress!, taps: taps)
                 let odd = phase(source + i + oddOffset, weights.baseAddress! + taps, taps: taps)
@@ -336,6 +338,43 @@ public struct PlaneResampler: Sendable {
                 UnsafeMutableRawPointer(output + 2 * i).storeBytes(of: pairs, as: SIMD16<UInt32>.self)
                 i += 16
             }
+        }
+        return i
+    }
+
+    /// `filterRowPolyphase` 32 input positions at a time, two taps per product: the row's
+    /// samples as 16-bit words, each beside the next (`upscale_pair_words_lo`/`_hi`), against
+    /// pairs of weights (`upscale_dot_pairs`: `vpmaddwd`), where one product per tap widened the
+    /// samples to 32 bits and used half of each multiply. The same integer sums, so the same
+    /// output. Returns the first position it did not cover.
+    @inline(__always)
+    static func filterPairsPolyphase(
+        _ source: UnsafePointer<UInt8>, into output: UnsafeMutablePointer<Int16>, from start: Int, to end: Int,
+        offsets: (Int, Int), weights: UnsafePointer<Int16>, taps: Int
+    ) -> Int {
+        @inline(__always) func phase(_ s: UnsafePointer<UInt8>, _ w: UnsafePointer<Int16>) -> (SIMD16<Int32>, SIMD16<Int32>) {
+            var lo = SIMD16<Int32>(repeating: 1 << 7), hi = lo
+            var k = 0
+            while k < taps {
+                // An odd last tap is paired with itself at weight 0.
+                let a = upscale_words_at(s + k), b = k + 1 < taps ? upscale_words_at(s + k + 1) : a
+                let high = k + 1 < taps ? UInt32(UInt16(bitPattern: w[k + 1])) : 0
+                let pair = SIMD16<Int32>(repeating: Int32(bitPattern: UInt32(UInt16(bitPattern: w[k])) | high << 16))
+                lo = upscale_dot_pairs(lo, upscale_pair_words_lo(a, b), pair)
+                hi = upscale_dot_pairs(hi, upscale_pair_words_hi(a, b), pair)
+                k += 2
+            }
+            return (lo &>> 8, hi &>> 8)
+        }
+        var i = start
+        while i + 32 <= end {
+            let even = phase(source + i + offsets.0, weights), odd = phase(source + i + offsets.1, weights + taps)
+            // Output 2j is the even phase's sum j, 2j + 1 the odd one's: Int16 pairs in 32-bit lanes.
+            let lo = even.0 & 0xFFFF | odd.0 &<< 16, hi = even.1 & 0xFFFF | odd.1 &<< 16
+            let out = UnsafeMutableRawPointer(output + 2 * i)
+            out.storeBytes(of: upscale_pairs_in_order_first(lo, hi), as: SIMD16<Int32>.self)
+            out.storeBytes(of: upscale_pairs_in_order_second(lo, hi), toByteOffset: 64, as: SIMD16<Int32>.self)
+            i += 32
         }
         return i
     }
