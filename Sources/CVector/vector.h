@@ -176,6 +176,30 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_words_at(cons
     return (upscale_int16)__builtin_convertvector(bytes, upscale_words32);
 }
 
+/// `TemporalHold`'s new held values of 32 8-bit samples for whole levels lo and hi = lo +
+/// 2^shift (1 ≤ shift ≤ 6), as 16-bit words: with d = frame - held and a = |d|, held where
+/// a ≤ lo, frame where a ≥ hi, and in between frame - sign(d)·lo·(hi - a)/2^shift rounded half to
+/// even. Swift's SIMD32<Int16> operators ran lane by lane here.
+static inline __attribute__((always_inline)) upscale_int16 upscale_hold_words(upscale_int16 heldWords, upscale_int16 frameWords, short lo, short shift) {
+    upscale_words32 held = (upscale_words32)heldWords, frame = (upscale_words32)frameWords;
+    short hi = lo + (short)(1 << shift), half = (short)(1 << (shift - 1)), low = (short)((1 << shift) - 1);
+    upscale_words32 d = frame - held;
+    upscale_words32 negative = d >> 15;
+    upscale_words32 a = (d ^ negative) - negative;
+    upscale_words32 kept = lo * (hi - a);
+    upscale_words32 n = (frame << shift) - ((kept ^ negative) - negative);
+    upscale_words32 q = n >> shift, r = n & low;
+    upscale_words32 up = ((half - r) >> 15) | ((((r ^ half) - 1) >> 15) & (0 - (q & 1)));
+    upscale_words32 between = q - up;
+    upscale_words32 keep = ~((lo - a) >> 15), take = ~((a - hi) >> 15);
+    return (upscale_int16)((held & keep) | (frame & take) | (between & ~(keep | take)));
+}
+
+/// 32 16-bit words with values in 0 ... 255 as bytes, in order (stored as 8 ints).
+static inline __attribute__((always_inline)) upscale_int8 upscale_bytes_from_words(upscale_int16 words) {
+    return (upscale_int8)__builtin_convertvector((upscale_words32)words, upscale_bytes32);
+}
+
 /// Lanes 0 ... 15 of the 32 results of `upscale_pair_words_lo` and `_hi` products in order
 /// (lane l of `lo` holds word 8·(l/4) + l%4, of `hi` the four after it): outputs 0 ... 15.
 static inline __attribute__((always_inline)) upscale_int16 upscale_pairs_in_order_first(upscale_int16 lo, upscale_int16 hi) {

@@ -1,3 +1,5 @@
+import CVector
+
 /// Temporal stabilization of the refinement's input for video.
 ///
 /// The refinement sharpens edges, and with them the small changes a static background goes
@@ -21,7 +23,12 @@ public struct TemporalHold: Sendable {
     /// Moves rows `rows` of `held` toward `current` (both the same size).
     public func update(_ held: Plane, toward current: Plane, rows: Range<Int>) {
         let slope = 1 / (stillness.1 - stillness.0)
-        for y in rows { Self.updateRow(held.row(y), toward: current.row(y), count: held.width, lo: stillness.0, slope: slope) }
+        let exact = wholeLevels
+        for y in rows {
+            var done = 0
+            if let exact { done = Self.updateRowWhole(held.row(y), toward: current.row(y), count: held.width, lo: exact.lo, shift: exact.shift) }
+            Self.updateRow(held.row(y) + done, toward: current.row(y) + done, count: held.width - done, lo: stillness.0, slope: slope)
+        }
     }
 
     /// The same for 10/12/16-bit planes, with the thresholds scaled to their depth.
@@ -29,6 +36,33 @@ public struct TemporalHold: Sendable {
         let unit = Float(1 << (held.bitDepth - 8))
         let lo = stillness.0 * unit, slope = 1 / ((stillness.1 - stillness.0) * unit)
         for y in rows { Self.updateRow(held.row(y), toward: current.row(y), count: held.width, lo: lo, slope: slope) }
+    }
+
+    /// The levels as `updateRowWhole` takes them, where they are whole numbers a power of two
+    /// (2 to 64) apart, as the default 2 and 6 are: then every step of `lag` is exact in
+    /// Float, and so reproducible in integers.
+    var wholeLevels: (lo: Int16, shift: Int16)? {
+        let (lo, hi) = stillness
+        guard lo == lo.rounded(), hi == hi.rounded(), lo <= 255 else { return nil }
+        let gap = Int(hi - lo)
+        guard gap.nonzeroBitCount == 1, (2...64).contains(gap) else { return nil }
+        return (Int16(lo), Int16(gap.trailingZeroBitCount))
+    }
+
+    /// `updateRow` for 8-bit rows with whole levels lo and hi = lo + 2^shift, in 16-bit integer
+    /// lanes (CVector's `upscale_hold_words`, 32 samples a step, where the Float form widened each
+    /// sample to 32 bits): with d = frame - held and a = |d|, the held value stays for a ≤ lo, the frame's is taken for
+    /// a ≥ hi, and in between it is frame - sign(d)·lo·(hi - a)/2^shift rounded half to even,
+    /// as `exactInt` rounds the Float form. The same values (checked for every pair of samples
+    /// by the tests). Returns how many samples it did (a multiple of 32).
+    static func updateRowWhole(_ h: UnsafeMutablePointer<UInt8>, toward c: UnsafePointer<UInt8>, count: Int, lo: Int16, shift: Int16) -> Int {
+        var x = 0
+        while x + 32 <= count {
+            let out = upscale_hold_words(upscale_words_at(h + x), upscale_words_at(c + x), lo, shift)
+            UnsafeMutableRawPointer(h + x).storeBytes(of: upscale_bytes_from_words(out), as: SIMD8<Int32>.self)
+            x += 32
+        }
+        return x
     }
 
     // The standard library's vector widening and narrowing (UInt8 ↔ UInt32 lanes) are not

@@ -1,4 +1,4 @@
-import UpscaleCore
+@testable import UpscaleCore
 import XCTest
 
 final class TemporalHoldTests: XCTestCase {
@@ -16,6 +16,28 @@ final class TemporalHoldTests: XCTestCase {
     private func scaler(_ plane: Plane, refined: Bool, hold: TemporalHold? = nil, threads: Int = 2) -> FrameScaler {
         FrameScaler(input: (plane.width, plane.height), output: (2 * plane.width, 2 * plane.height), layout: .gray,
                     threads: threads, refiner: refined ? .x2 : nil, hold: hold)
+    }
+
+    /// The integer form for whole levels a power of two apart gives the Float form's values
+    /// (what every level used before) for every pair of 8-bit samples: the 65536 pairs (held,
+    /// frame) in one row, held by `update` and by the Float form's row loop.
+    func testWholeLevelsInIntegersMatchTheFloatFormForEveryPair() {
+        for (lo, hi) in [(2, 6), (0, 2), (3, 11), (1, 65), (200, 232)] as [(Float, Float)] {
+            let hold = TemporalHold(stillness: (lo, hi))
+            XCTAssertNotNil(hold.wholeLevels, "\(lo) \(hi)")
+            let count = 256 * 256
+            let before = (0..<count).map { UInt8($0 >> 8) }, frame = (0..<count).map { UInt8($0 & 255) }
+            let held = Plane(width: count, height: 1, samples: before), floatForm = Plane(width: count, height: 1, samples: before)
+            hold.update(held, toward: Plane(width: count, height: 1, samples: frame), rows: 0..<1)
+            frame.withUnsafeBufferPointer {
+                TemporalHold.updateRow(floatForm.row(0), toward: $0.baseAddress!, count: count, lo: lo, slope: 1 / (hi - lo))
+            }
+            XCTAssertEqual(zip(held.samples, floatForm.samples).filter { $0 != $1 }.count, 0, "stillness \(lo) \(hi)")
+            XCTAssertNotEqual(held.samples, before, "stillness \(lo) \(hi): nothing moved")
+        }
+        XCTAssertNil(TemporalHold(stillness: (2, 5)).wholeLevels)
+        XCTAssertNil(TemporalHold(stillness: (2.5, 6.5)).wholeLevels)
+        XCTAssertNil(TemporalHold(stillness: (2, 3)).wholeLevels)
     }
 
     func testHeldSamplesLagTheFrameByAtMostTheHoldLevel() {
