@@ -45,6 +45,15 @@ public final class FarmWorker: @unchecked Sendable {
         defer { statsLock.unlock() }
         return blind
     }
+    private var pausedWork = false
+
+    /// `once`: whether the worker stopped with work left on a paused queue (it waited, silent,
+    /// for good: a script's `worker --once` hung).
+    public var stoppedPaused: Bool {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return pausedWork
+    }
     private var lastRescue = Date.distantPast
     /// The heartbeats of the tasks running now, by slot name.
     private var beats: [String: Heartbeat] = [:]
@@ -134,6 +143,12 @@ public final class FarmWorker: @unchecked Sendable {
             let excluded = Array(unseen.keys)
             guard let task = try queue.claim(owner: owner, lease: lease, excluding: excluded) else {
                 if once, try !queue.hasOpenWork(excluding: excluded) { return }
+                if once, try queue.isPaused() {
+                    statsLock.lock()
+                    pausedWork = true
+                    statsLock.unlock()
+                    return
+                }
                 // Idle, and alive: a worker that reported only while working showed as stale,
                 // still on its last task.
                 try? queue.reportWorker(name: owner, fps: nil, current: nil)
@@ -257,7 +272,7 @@ public final class FarmWorker: @unchecked Sendable {
             // An empty folder is an unmounted share's mount point, or a folder whose only file
             // was removed since: said both ways (it blamed --map alone, and the job waits).
             let empty = JobPlanner.isDirectory(missing) ? " (it is empty here: a share not mounted, or '\((input as NSString).lastPathComponent)' was removed since it was submitted; then cancel job \(task.jobID))" : ""
-            try leave(task, reason: "cannot see '\(missing)'", blind: missing,
+            try leave(task, reason: "cannot see '\(missing)'", blind: "'\(missing)'",
                       log: "this machine cannot see '\(missing)'\(empty) (job \(task.jobID)); check --map and that the share is mounted — the job is left to other workers")
             return false
         }
@@ -265,7 +280,7 @@ public final class FarmWorker: @unchecked Sendable {
         // this machine's problem as well: it took the task again at once, three times, and
         // one such node failed every job of the farm within seconds.
         if let reason = Self.writeProblem(in: outputFolder) {
-            try leave(task, reason: "cannot write in '\(outputFolder)' (\(reason))", blind: "\(outputFolder)': cannot write there (\(reason))",
+            try leave(task, reason: "cannot write in '\(outputFolder)' (\(reason))", blind: "'\(outputFolder)': cannot write there (\(reason))",
                       log: "this machine cannot write in '\(outputFolder)' (\(reason)) (job \(task.jobID)); check that the share is mounted read-write here — the job is left to other workers")
             return false
         }
@@ -289,7 +304,7 @@ public final class FarmWorker: @unchecked Sendable {
 
     /// This machine's problem with a task's files: the task goes back uncounted (`reason`, after
     /// the worker's name), its job is left to other workers (`blind`: what the worker's last
-    /// line names for it), and `log` is said the first time.
+    /// line names for it, quoted paths and all), and `log` is said the first time.
     private func leave(_ task: FarmTask, reason: String, blind what: String, log: String) throws {
         try queue.release(task, reason: "worker \(name) \(reason)")
         statsLock.lock()

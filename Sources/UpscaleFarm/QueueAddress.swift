@@ -16,7 +16,7 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
     public var password: String?
 
     public var description: String {
-        "postgres://\(user)@\(host):\(port)/\(database)" + (requireTLS ? "?sslmode=\(verifyCertificate ? "verify-full" : "require")" : "")
+        "postgres://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" + (requireTLS ? "?sslmode=\(verifyCertificate ? "verify-full" : "require")" : "")
     }
 
     public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -27,7 +27,9 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
         if url.password != nil {
             throw FarmError("put the queue's password in PGPASSWORD or ~/.pgpass, not in the address (it would show in `ps` and shell history)")
         }
-        self.host = host
+        // An IPv6 literal without its brackets: with them it was looked up as a host name
+        // ("cannot reach the queue at postgres://…@[::1]:5432/…").
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         port = url.port ?? 5432
         user = url.user ?? environment["PGUSER"] ?? environment["USER"] ?? "postgres"
         let path = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
@@ -38,7 +40,7 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
         }
         requireTLS = mode != "disable"
         verifyCertificate = mode == "verify-full"
-        password = environment["PGPASSWORD"] ?? Self.passfile(environment: environment, host: host, port: port, database: database, user: user)
+        password = environment["PGPASSWORD"] ?? Self.passfile(environment: environment, host: self.host, port: port, database: database, user: user)
     }
 
     /// The first matching line of ~/.pgpass (or PGPASSFILE).

@@ -83,11 +83,12 @@ public final class SharedWatcher {
             }
             var open = 0
             for (key, value) in try store.settings(prefix: Self.prefix) {
-                // A failed job retried ('queue retry --queue') is followed again.
+                // A failed or cancelled job retried ('queue retry --queue') is followed again (a
+                // cancelled one was not: its output was written and the original left in the folder).
                 let words = value.split(separator: " ")
-                guard words.count == 2, ["queued", "failed"].contains(words[0]), let id = Int64(words[1]),
+                guard words.count == 2, ["queued", "failed", "cancelled"].contains(words[0]), let id = Int64(words[1]),
                       let job = try queue.job(id: id) else { continue }
-                if words[0] == "failed" {
+                if words[0] != "queued" {
                     guard ["queued", "running"].contains(job.state) else { continue }
                     try store.setSetting(key, "queued \(id)")
                 }

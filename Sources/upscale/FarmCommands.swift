@@ -166,10 +166,15 @@ struct WorkerCommand: ParsableCommand {
             print("worker \(worker.name): \(stats.chunks) chunks, \(stats.joins) joins, \(stats.failures) failures, \(stats.discarded) discarded (lease lost), \(stats.rescued) rescued")
         }
         if stop.isCancelled { throw ExitCode(130) }
+        if worker.stoppedPaused {
+            throw CLIError(status: 1, "the queue is paused: its open jobs were left undone (upscale queue resume --queue …)")
+        }
         let unseen = worker.unseen
         if !unseen.isEmpty {
-            let list = unseen.keys.sorted().map { "job \($0) ('\(unseen[$0]!)')" }.joined(separator: ", ")
+            let list = unseen.keys.sorted().map { "job \($0) (\(unseen[$0]!))" }.joined(separator: ", ")
             throw CLIError(status: 1, "this machine could not see or write the files of \(list); check --map and that the shares are mounted, read-write for the outputs (those jobs were left to other workers)")
         }
+        // As `watch --once`: a script learns that something failed (each failure was said above).
+        if once && stats.failures > 0 { throw ExitCode(1) }
     }
 }

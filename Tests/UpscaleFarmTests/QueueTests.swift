@@ -259,6 +259,9 @@ final class QueueTests: XCTestCase {
         let a = try QueueAddress("postgres://farm@nas.local:6543/upscale?sslmode=require", environment: env)
         XCTAssertEqual([a.host, String(a.port), a.user, a.database, a.password ?? ""], ["nas.local", "6543", "farm", "upscale", "pw"])
         XCTAssertTrue(a.requireTLS)
+        // An IPv6 literal is the address without its brackets (it was looked up as the name "[::1]").
+        let six = try QueueAddress("postgres://farm@[::1]:6543/upscale", environment: env)
+        XCTAssertEqual([six.host, String(six.port), six.description], ["::1", "6543", "postgres://farm@[::1]:6543/upscale"])
         XCTAssertThrowsError(try QueueAddress("postgres://farm:secret@nas/upscale", environment: env))
         XCTAssertThrowsError(try QueueAddress("mysql://nas/upscale", environment: env))
         let pass = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)").path

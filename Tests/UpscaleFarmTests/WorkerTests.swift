@@ -306,6 +306,44 @@ final class WorkerTests: XCTestCase {
         XCTAssertTrue(priorityText.contains("no queued or running job \(id) on the queue"), priorityText)
     }
 
+    /// A shared watch folder's job cancelled, then retried ('queue retry --queue' takes a
+    /// cancelled job named by id), is followed again: done, its original goes to Originals/
+    /// (the watcher had let go of it for good: the output was written and the original stayed
+    /// in the folder). And 'worker --once' on a paused queue says so and exits 1 (it waited,
+    /// silent, for good).
+    func testACancelledWatchFolderJobRetriedIsFollowedAndAPausedQueueEndsAOnceWorker() throws {
+        let dir = try workspace()
+        let inbox = dir.appendingPathComponent("Inbox")
+        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("one.mp4"))
+        let watchArguments = ["watch", inbox.path, "--once", "--settle", "0.3", "--chunk-seconds", "1"] + Self.exact
+        let watch = try start(watchArguments)
+        let q = try queue()
+        try waitUntil("the job is submitted") { try q.list().count == 1 }
+        let id = try XCTUnwrap(try q.list().first).id
+        try run(["queue", "cancel", String(id), "--queue", cluster.url])
+        let first = finish(watch)
+        XCTAssertEqual(watch.0.terminationStatus, 0, first)
+        try run(["queue", "retry", String(id), "--queue", cluster.url])
+        XCTAssertEqual(try XCTUnwrap(try q.list().first).state, "queued")
+
+        try run(["queue", "pause", "--queue", cluster.url])
+        let paused = try start(["worker", "--once", "--name", "p"])
+        let pausedText = finish(paused)
+        XCTAssertEqual(paused.0.terminationStatus, 1, pausedText)
+        XCTAssertTrue(pausedText.contains("error: the queue is paused: its open jobs were left undone (upscale queue resume --queue …)"), pausedText)
+        try run(["queue", "resume", "--queue", cluster.url])
+
+        let again = try start(watchArguments)
+        let worker = finish(try start(["worker", "--once", "--name", "w"]))
+        let second = finish(again)
+        XCTAssertEqual(again.0.terminationStatus, 0, second)
+        XCTAssertEqual(try XCTUnwrap(try q.list().first).state, "done", worker)
+        XCTAssertTrue(second.contains("done: 'one.mp4'"), second)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Originals").path), ["one.mp4"])
+        XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/one Upscaled.mkv").path, stream: 0).count, 60)
+    }
+
     /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
     /// within the test's deadline: it was woken by NOTIFY. Its threads, idle and working, are
     /// all batch work.
@@ -442,6 +480,8 @@ final class WorkerTests: XCTestCase {
         try handle.close()
         let worker = try start(["worker", "--once", "--name", "seer"])
         let text = finish(worker)
+        // A task that failed here is a failed --once run (it exited 0).
+        XCTAssertEqual(worker.0.terminationStatus, 1, text)
         job = try XCTUnwrap(try q.list().first)
         XCTAssertEqual(job.state, "failed", text)
         XCTAssertTrue(job.errorSummary?.contains("changed since it was submitted") ?? false, job.error ?? "")
