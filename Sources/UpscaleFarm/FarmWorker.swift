@@ -250,6 +250,13 @@ public final class FarmWorker: @unchecked Sendable {
                 return
             }
             count { $0.failures += 1 }
+            // An input saved over while the chunk read it fails as such (it was "damaged there —
+            // re-export or trim the source").
+            if let problem = Self.inputProblem(record, input: input, now: InputIdentity.of(input)) {
+                logger.error("\(what) failed: \(problem)")
+                try queue.fail(task, reason: problem, retry: false)
+                return
+            }
             logger.error("\(what) failed: \(error)")
             let unrecoverable = (error as? UpscaleError).map { $0.kind == .input || $0.kind == .usage } ?? false
             try queue.fail(task, reason: "\(error)", retry: !unrecoverable)
@@ -284,22 +291,23 @@ public final class FarmWorker: @unchecked Sendable {
                       log: "this machine cannot write in '\(outputFolder)' (\(reason)) (job \(task.jobID)); check that the share is mounted read-write here — the job is left to other workers")
             return false
         }
-        guard let now else {
-            logger.error("\(what) failed: '\(input)' is gone")
-            try queue.fail(task, reason: "'\(input)' is gone since it was submitted; submit it again if it comes back", retry: false)
-            count { $0.failures += 1 }
-            return false
-        }
-        if let submitted = record.identity, !submitted.matches(now) {
-            logger.error("\(what) failed: '\(input)' changed since it was submitted")
-            // Said by what changed: "(1250805 bytes then, 1250805 now)" read as unchanged.
-            let what = submitted.size != now.size ? "\(submitted.size) bytes then, \(now.size) now"
-                : "saved again at \(Self.timeText(now.modified)), after it was submitted at \(Self.timeText(submitted.modified))"
-            try queue.fail(task, reason: "'\(input)' changed since it was submitted (\(what)); submit it again", retry: false)
+        if let problem = Self.inputProblem(record, input: input, now: now) {
+            logger.error("\(what) failed: \(problem)")
+            try queue.fail(task, reason: problem, retry: false)
             count { $0.failures += 1 }
             return false
         }
         return true
+    }
+
+    /// Why `input` is no longer the file submitted (gone, or saved again), or nil.
+    static func inputProblem(_ record: FarmJob, input: String, now: InputIdentity?) -> String? {
+        guard let now else { return "'\(input)' is gone since it was submitted; submit it again if it comes back" }
+        guard let submitted = record.identity, !submitted.matches(now) else { return nil }
+        // Said by what changed: "(1250805 bytes then, 1250805 now)" read as unchanged.
+        let what = submitted.size != now.size ? "\(submitted.size) bytes then, \(now.size) now"
+            : "saved again at \(Self.timeText(now.modified)), after it was submitted at \(Self.timeText(submitted.modified))"
+        return "'\(input)' changed since it was submitted (\(what)); submit it again"
     }
 
     /// This machine's problem with a task's files: the task goes back uncounted (`reason`, after

@@ -495,6 +495,12 @@ public final class PostgresQueue: @unchecked Sendable {
                     errors = errors || \(reason + "\n")
                 WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
                 """)
+            // A job none of whose tasks runs or has run is queued again: it showed as running,
+            // with an ETA, while it waited for a worker that can see its files.
+            try run(c, """
+                UPDATE upscale_jobs SET state = 'queued', updated = now() WHERE id = \(task.jobID) AND state = 'running'
+                    AND NOT EXISTS (SELECT 1 FROM upscale_tasks WHERE job_id = \(task.jobID) AND state IN ('running', 'done'))
+                """)
             try run(c, "NOTIFY \(unescaped: Self.channel)")
         }
     }

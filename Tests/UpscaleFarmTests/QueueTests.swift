@@ -200,6 +200,7 @@ final class QueueTests: XCTestCase {
         }
         let join = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
         XCTAssertTrue(join.isJoin)
+        XCTAssertEqual(try q.job(id: id)?.state, "running")
         try q.redo(job: id, index: 0, reason: "chunk file missing")
         try q.release(join, reason: "1 chunk file missing")
         let next = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
@@ -214,6 +215,19 @@ final class QueueTests: XCTestCase {
         let failed = try XCTUnwrap(try q.job(id: id))
         XCTAssertEqual(failed.errorSummary, "the join failed: x", "failed at once, not three times")
         XCTAssertEqual(try q.openJobs(writing: "/out/redo Upscaled.mov"), [])
+
+        // A job whose only task went back untouched (a worker that cannot see its files) is
+        // queued again, not shown running with nothing running it; one with a chunk done stays.
+        let untouched = try submit(q, chunks: 1, name: "untouched")
+        let blind = try XCTUnwrap(try q.claim(owner: "w", lease: 60))
+        XCTAssertEqual(try q.job(id: untouched)?.state, "running")
+        try q.release(blind, reason: "cannot see '/in'")
+        XCTAssertEqual(try q.job(id: untouched)?.state, "queued")
+        try q.execute("UPDATE upscale_jobs SET state = 'done' WHERE state <> 'done'")
+        let half = try submit(q, chunks: 2, name: "half")
+        _ = try q.complete(try XCTUnwrap(try q.claim(owner: "w", lease: 60)), checksum: 1, seconds: 1)
+        try q.release(try XCTUnwrap(try q.claim(owner: "w", lease: 60)), reason: "cannot see '/in'")
+        XCTAssertEqual(try q.job(id: half)?.state, "running")
     }
 
     /// `pg_ctl restart -m immediate` between calls: the queue reconnects and nothing is lost.

@@ -344,6 +344,49 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(inbox.appendingPathComponent("Upscaled/one Upscaled.mkv").path, stream: 0).count, 60)
     }
 
+    /// An input saved over while its chunk reads it fails the job as changed since it was
+    /// submitted (it failed as "damaged there — re-export or trim the source").
+    func testAnInputSavedOverMidChunkFailsAsChanged() throws {
+        let dir = try workspace()
+        let input = dir.appendingPathComponent("clip.mp4")
+        try run(["submit", input.path, "-o", dir.appendingPathComponent("out").path, "--chunk-seconds", "100"] + Self.exact)
+        let worker = try start(["worker", "--once", "--name", "w"])
+        let work = dir.appendingPathComponent("out/.clip Upscaled.mkv.upscale-work").path
+        try waitUntil("the chunk is written") { ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).contains { $0.contains(".chunk") } }
+        // Its second half overwritten in place: the same size, later bytes unreadable.
+        let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: input.path)[.size] as? Int)
+        let handle = try FileHandle(forWritingTo: input)
+        try handle.seek(toOffset: UInt64(size / 2))
+        try handle.write(contentsOf: Data(count: size / 4))
+        try handle.close()
+        // Saved later than the 2 s a share's coarse times are allowed.
+        var times = [timeval(tv_sec: Int(Date().timeIntervalSince1970) + 60, tv_usec: 0), timeval(tv_sec: Int(Date().timeIntervalSince1970) + 60, tv_usec: 0)]
+        XCTAssertEqual(utimes(input.path, &times), 0)
+        let text = finish(worker)
+        XCTAssertEqual(worker.0.terminationStatus, 1, text)
+        let job = try XCTUnwrap(try queue().list().first)
+        XCTAssertEqual(job.state, "failed", text)
+        XCTAssertTrue(job.error?.contains("changed since it was submitted (saved again at ") ?? false, job.error ?? "")
+        XCTAssertFalse(job.error?.contains("re-export") ?? true, (job.error ?? "") + "\n" + text)
+    }
+
+    /// 'queue retry ID' of a failed job whose output a newer job makes says so (it said "no
+    /// failed or cancelled job with id …" of a job listed as failed).
+    func testRetryOfAJobWhoseOutputAnotherMakesSaysWhich() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let q = try queue()
+        let first = try XCTUnwrap(try q.list().first).id
+        try q.execute("UPDATE upscale_jobs SET state = 'failed', error = 'a test failure' WHERE id = \(first)")
+        try submit(dir)
+        let second = try XCTUnwrap(try q.list().map(\.id).max())
+        let retry = try start(["queue", "retry", String(first), "--queue", cluster.url])
+        let text = finish(retry)
+        XCTAssertEqual(retry.0.terminationStatus, 1, text)
+        XCTAssertEqual(text, "error: job \(first) is not queued again: job \(second) makes its output '\(dir.appendingPathComponent("out/clip Upscaled.mkv").path)' now; wait for it, or cancel it first\n")
+        XCTAssertEqual(try q.job(id: first)?.state, "failed")
+    }
+
     /// An idle worker polling only every 10 minutes starts a job submitted after it went idle
     /// within the test's deadline: it was woken by NOTIFY. Its threads, idle and working, are
     /// all batch work.
