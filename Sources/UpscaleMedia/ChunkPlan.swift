@@ -67,8 +67,11 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
 
     /// The plan for `path`; one chunk when the video is shorter than two chunks, has frames
     /// without timestamps, or its container cannot seek exactly.
-    /// Pictures read after the video's first keyframe but shown before it (leading pictures
-    /// of an open GOP), up to the next keyframe; 0 when the file cannot be read.
+    /// Pictures the first chunk may lack, as the one-piece run does: those read before the
+    /// video's first keyframe (a stream-copied cut with -copyinkf, a capture that starts
+    /// between keyframes: nothing to decode them from) and those read after it but shown before
+    /// it (leading pictures of an open GOP), up to the next keyframe; 0 when the file cannot be
+    /// read.
     static func leadingPictures(path: String) -> Int {
         guard let input = try? InputFile(path: path), let videoIndex = try? input.videoStreamIndex() else { return 0 }
         for i in 0..<input.streamCount where i != videoIndex { input.stream(i).pointee.discard = AVDISCARD_ALL }
@@ -84,6 +87,8 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
                 if key != nil { break }
                 key = pts
             } else if let key, pts != noPTS, pts < key {
+                leading += 1
+            } else if key == nil, pts != noPTS {
                 leading += 1
             }
         }
@@ -112,7 +117,11 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
             presented.append(pts)
             if packet!.pointee.flags & AV_PKT_FLAG_KEY != 0 { keys.append(pts) }
         }
+        // Pictures of one time are shown once: the decode path leaves out a picture timed at or
+        // before one already given (a chunk holding a repeated time came out a frame short, and
+        // the run failed after encoding the chunks before it).
         presented.sort()
+        presented = presented.enumerated().compactMap { $0.offset > 0 && presented[$0.offset - 1] == $0.element ? nil : $0.element }
         let rational = Rational(num: Int(tb.num), den: Int(tb.den))
         let whole = ChunkPlan(timeBase: rational, chunks: [ChunkRange(index: 0, seek: nil, start: nil, end: nil, frames: presented.count)])
         let seekable = seekableFormats.contains(input.formatName)

@@ -409,9 +409,10 @@ public final class Transcoder {
                                   output: output, videoOut: 0, routes: [:], range: chunk.range, cancel: cancel,
                                   start: start, progress: progress)
             if cancel.isCancelled { throw UpscaleError.cancelled() }
-            // The first chunk of a stream-copied cut may start at an open-GOP keyframe whose
-            // leading pictures reference the GOP cut away: they cannot be decoded, and the
-            // one-piece run leaves them out too (Matroska has no edit list to mark them).
+            // The first chunk of a stream-copied cut may start with pictures before its first
+            // keyframe, or at an open-GOP keyframe whose leading pictures reference the GOP cut
+            // away: they cannot be decoded, and the one-piece run leaves them out too (Matroska
+            // has no edit list to mark them).
             guard frames == chunk.range.frames || (chunk.range.index == 0 && frames < chunk.range.frames
                 && chunk.range.frames - frames <= ChunkPlan.leadingPictures(path: job.input)) else {
                 throw UpscaleError(.processing, "'\(job.input)': chunk \(chunk.range.index + 1) has \(frames) frames, the source \(chunk.range.frames) in its range; the file's timestamps are irregular — run it with --chunk-seconds 0 (one piece)")

@@ -202,6 +202,23 @@ final class ChunkedRunTests: XCTestCase {
         try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"), count: frames)
     }
 
+    /// A repeated timestamp, and a file that starts between keyframes, run in chunks as in
+    /// one piece: the same pictures (a chunk came out short of what the plan counted, and the
+    /// run failed after encoding the chunks before it, which it then removed).
+    func testARepeatedTimeAndAStartBetweenKeyframesRunInChunks() throws {
+        let dir = try workspace()
+        for (name, expected) in [("chunk-dup-pts.mp4", 59), ("chunk-nokey-start.mkv", 44)] {
+            try FileManager.default.copyItem(at: CLITests.fixtures.appendingPathComponent(name), to: dir.appendingPathComponent(name))
+            let single = try run([name, "-o", "single-\(name).mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
+            XCTAssertEqual(single.status, 0, single.stderr)
+            let chunked = try run([name, "-o", "chunked-\(name).mkv"] + exact, in: dir)
+            XCTAssertEqual(chunked.status, 0, "\(name): \(chunked.stderr)")
+            let frames = try MediaProbe.packets(dir.appendingPathComponent("single-\(name).mkv").path, stream: 0).count
+            XCTAssertEqual(frames, expected, name)
+            try assertSamePictures(dir.appendingPathComponent("single-\(name).mkv"), dir.appendingPathComponent("chunked-\(name).mkv"), count: frames)
+        }
+    }
+
     /// After an interrupted chunked run: a resume's line counts its rate on the frames it
     /// encoded, naming those from the last run (a run that only joined said "60 frames in
     /// 0.0 s, 9383.4 fps"); and a one-piece run of the same output (what the chunk errors
