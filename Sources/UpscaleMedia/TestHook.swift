@@ -10,7 +10,8 @@ public enum TestHook: Equatable, Sendable {
     case crash(signal: Int32, atFrame: Int)
     /// The watcher kills itself after a job succeeded, before its original is moved.
     case crashWhileFinishing
-    /// A farm worker kills itself after its join put the output in place, before it is recorded.
+    /// A farm worker kills itself after its join put the output in place, before it is recorded;
+    /// a chunked run, before it removes its chunks.
     case crashAfterJoin
     /// A chunked run sends itself SIGINT as its join starts (Ctrl-C at that moment).
     case interruptAtJoin

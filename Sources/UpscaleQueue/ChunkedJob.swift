@@ -344,6 +344,7 @@ public final class ChunkedJob {
             if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
+        if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         try? fm.removeItem(atPath: workFolder)
         if MediaLibrary.demuxErrors > demuxErrorsBefore {
             logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - demuxErrorsBefore))")

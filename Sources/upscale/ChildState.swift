@@ -14,6 +14,25 @@ final class ChildState: @unchecked Sendable {
     private(set) var summary: String?
     private(set) var error: String?
     private(set) var framesDone = 0
+    /// The file at `output` when the child named it (nil: none).
+    private var outputBefore: [Int]?
+
+    /// Device, inode and modification time of `path`, or nil when there is none.
+    private static func stamp(_ path: String) -> [Int]? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return [Int(info.st_dev), Int(info.st_ino), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]
+    }
+
+    /// Whether the child put its output in place: a file is at `output` that was not there
+    /// when the child named it. Only a finished job renames its file there, so a child killed
+    /// after that (while it removed its chunks) wrote its output in full.
+    var outputWritten: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let output, let now = Self.stamp(output) else { return false }
+        return now != outputBefore
+    }
 
     init(title: String, console: ConsoleOutput) {
         self.title = title
@@ -25,7 +44,9 @@ final class ChildState: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         switch report {
-        case .output(let path, _, _): output = path
+        case .output(let path, _, _):
+            output = path
+            outputBefore = Self.stamp(path)
         case .summary(_, let text): summary = text
         case .error(_, let text): error = text
         case .progress(let done, let total, let elapsed):

@@ -200,6 +200,15 @@ struct UpscaleCommand: ParsableCommand {
             case .exited(let code):
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
                 failed += 1
+            case .signaled(let signal) where state.outputWritten:
+                // Killed after its output was in place, while it removed its chunks: it said
+                // "run the same command again to resume", which then refused the existing
+                // output, and the chunks left stayed hidden beside it for good.
+                let output = state.output ?? input
+                PartialFile.remove(for: output, pid: child.pid)
+                try? FileManager.default.removeItem(atPath: ChunkedJob.workFolder(for: output))
+                console.line("Wrote \(output) (the job was stopped (\(JobProcess.signalName(signal))) after that, while it cleaned up)")
+                written.append(output)
             case .signaled(let signal):
                 if let output = state.output { PartialFile.remove(for: output, pid: child.pid) }
                 let at = state.framesDone > 0 ? " after frame \(state.framesDone)" : " before its first frame"

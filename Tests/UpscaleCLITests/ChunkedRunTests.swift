@@ -202,6 +202,19 @@ final class ChunkedRunTests: XCTestCase {
         try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"), count: frames)
     }
 
+    /// A job killed after its joined output is in place, before its chunks are removed: the
+    /// output is complete, and the run says so and removes the chunks (it said "the job was
+    /// killed … run the same command again to resume", which then refused the existing output,
+    /// and the chunks stayed hidden beside it for good).
+    func testAJobKilledAfterItsOutputIsInPlaceCountsAsWritten() throws {
+        let dir = try workspace()
+        let result = try run([source, "-o", "chunked.mkv"] + exact, in: dir, environment: ["UPSCALE_TEST_HOOK": "worker-dies-after-join"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertFalse(result.stderr.contains("error"), result.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted(), [source, "chunked.mkv"])
+    }
+
     /// A repeated timestamp, and a file that starts between keyframes, run in chunks as in
     /// one piece: the same pictures (a chunk came out short of what the plan counted, and the
     /// run failed after encoding the chunks before it, which it then removed).
