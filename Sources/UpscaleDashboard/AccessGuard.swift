@@ -29,6 +29,8 @@ struct AccessGuard: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await decide(request, context: context, next: next)
+        // HEAD is GET without the body (the reads' routes answer both).
+        if request.method == .head { response.body = ResponseBody() }
         for (name, value) in Self.securityHeaders { response.headers[name] = value }
         return response
     }
@@ -46,7 +48,14 @@ struct AccessGuard: RouterMiddleware {
         let cookieValid = token.map { expected in request.cookies[Self.cookie].map { Self.same($0.value, expected) } ?? false } ?? false
         let isAction = Self.isAction(path)
         if isAction && request.method != .post {
-            return DashboardServer.problem(.forbidden, "actions are POST only")
+            var response = DashboardServer.problem(.methodNotAllowed, "actions are POST only")
+            response.headers[.allow] = "POST"
+            return response
+        }
+        if !isAction && request.method != .get && request.method != .head {
+            var response = DashboardServer.problem(.methodNotAllowed, "\(request.method) is not answered here: GET reads, POST to /api/… acts")
+            response.headers[.allow] = "GET, HEAD"
+            return response
         }
         if token != nil && !(bearerValid || cookieValid) && !Self.publicPaths.contains(path) {
             var response = DashboardServer.problem(.unauthorized, "this dashboard needs its token (Authorization: Bearer, or log in on the page)")
@@ -59,7 +68,10 @@ struct AccessGuard: RouterMiddleware {
                     return DashboardServer.problem(.forbidden, "refused: the request came from another site (Origin \(origin))")
                 }
             } else if !bearerValid && path != "/api/login" {
-                return DashboardServer.problem(.forbidden, "refused: an action without Origin must carry the token (Authorization: Bearer)")
+                // Without a token there is none to send: said how scripts get one.
+                return DashboardServer.problem(.forbidden, token == nil
+                    ? "refused: actions without a token come only from the dashboard's page (its Origin); for scripts, start the dashboard with --token-file and send Authorization: Bearer"
+                    : "refused: an action without Origin must carry the token (Authorization: Bearer)")
             }
         }
         do {

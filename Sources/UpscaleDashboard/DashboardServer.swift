@@ -91,17 +91,24 @@ public final class DashboardServer: @unchecked Sendable {
     static let jsonHeaders: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
 
     func addRoutes(to router: Router<BasicRequestContext>) {
-        router.get("/") { _, _ in Self.asset(DashboardPage.html, type: "text/html; charset=utf-8") }
-        router.get("/app.js") { _, _ in Self.asset(DashboardPage.script, type: "text/javascript; charset=utf-8") }
-        router.get("/app.css") { _, _ in Self.asset(DashboardPage.style, type: "text/css; charset=utf-8") }
+        // Every read answers HEAD as well (AccessGuard leaves the body out): every path answered
+        // 404 to it, and uptime checks that probe with HEAD saw the dashboard down.
+        func read<Output: ResponseGenerator>(_ path: RouterPath,
+                                             _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Output) {
+            router.get(path, use: handler)
+            router.head(path, use: handler)
+        }
+        read("/") { _, _ in Self.asset(DashboardPage.html, type: "text/html; charset=utf-8") }
+        read("/app.js") { _, _ in Self.asset(DashboardPage.script, type: "text/javascript; charset=utf-8") }
+        read("/app.css") { _, _ in Self.asset(DashboardPage.style, type: "text/css; charset=utf-8") }
 
-        router.get("/api/summary") { _, _ in
+        read("/api/summary") { _, _ in
             try Self.json(try await self.snapshot().summary)
         }
-        router.get("/api/workers") { _, _ in
+        read("/api/workers") { _, _ in
             try Self.json(WorkerList(workers: try await self.snapshot().reading.workers))
         }
-        router.get("/api/jobs") { request, _ in
+        read("/api/jobs") { request, _ in
             let snapshot = try await self.snapshot()
             let query = request.uri.queryParameters
             let offset = max(0, query["offset"].flatMap { Int(String($0)) } ?? 0)
@@ -111,14 +118,14 @@ public final class DashboardServer: @unchecked Sendable {
             let page = offset < matching.count ? Array(matching[offset..<min(matching.count, offset + limit)]) : []
             return try Self.json(JobPage(total: matching.count, offset: offset, limit: limit, jobs: page))
         }
-        router.get("/api/jobs/{id}/log") { _, context in
+        read("/api/jobs/{id}/log") { _, context in
             let id = try context.parameters.require("id", as: Int64.self)
             guard let text = try await self.cache.perform({ try $0.log(job: id, limit: 16 * 1024) }) else {
                 return Self.problem(.notFound, "no job \(id)")
             }
             return try Self.json(JobLog(id: id, text: text))
         }
-        router.get("/metrics") { _, _ in
+        read("/metrics") { _, _ in
             self.metrics.update(try await self.snapshot())
             return Self.asset(self.metrics.text(), type: "text/plain; version=0.0.4; charset=utf-8", cache: "no-store")
         }

@@ -381,6 +381,9 @@ public final class FarmWorker: @unchecked Sendable {
                 logger.notice("'\(job.output)' is the output of this job's join, whose worker stopped before recording it; recorded as done")
                 return try markJoined(task, work: work)
             }
+            // Failed at once, with what can be done here: it failed three times, each after a
+            // trial join, saying "use --overwrite", which a queued job cannot take.
+            throw UpscaleError(.usage, "'\(job.output)' appeared while upscaling and is not this job's output; left it untouched: remove or rename it, then run 'upscale queue retry \(task.jobID)' (the chunks are kept)")
         }
         _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }

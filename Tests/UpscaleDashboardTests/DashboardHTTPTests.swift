@@ -164,16 +164,31 @@ final class DashboardHTTPTests: XCTestCase {
         XCTAssertEqual(reply.status, 403)
         XCTAssertEqual(try fixture.store.job(id: queued)?.state, .queued)
         XCTAssertEqual(try post("/api/pause", headers: ["Origin": "http://127.0.0.1:1"]).status, 403)
-        // No Origin and no token: not from this page.
-        XCTAssertEqual(try post("/api/pause", headers: [:]).status, 403)
+        // No Origin and no token: not from this page; said how a script gets a token to send.
+        reply = try post("/api/pause", headers: [:])
+        XCTAssertEqual(reply.status, 403)
+        XCTAssertTrue((try reply.json()["error"] as? String)?.contains("start the dashboard with --token-file") == true, reply.text)
         XCTAssertFalse(try fixture.store.isPaused())
-        // Actions are POST only.
+        // Actions are POST only; reads GET (or HEAD) only: 405, with what is allowed.
         for method in ["GET", "PUT", "DELETE"] {
             reply = try http.send(method, "/api/pause", headers: ["Origin": dashboard.origin])
-            XCTAssertEqual(reply.status, 403, method)
+            XCTAssertEqual(reply.status, 405, method)
+            XCTAssertEqual(reply.header("allow"), "POST", method)
             reply = try http.send(method, "/api/jobs/\(queued)/cancel", headers: ["Origin": dashboard.origin])
-            XCTAssertEqual(reply.status, 403, method)
+            XCTAssertEqual(reply.status, 405, method)
         }
+        for method in ["PUT", "DELETE", "OPTIONS", "POST"] {
+            reply = try http.send(method, "/api/summary", headers: ["Origin": dashboard.origin])
+            XCTAssertEqual(reply.status, 405, method)
+            XCTAssertEqual(reply.header("allow"), "GET, HEAD", method)
+        }
+        // HEAD answers as GET does, without the body (it was 404 on every path).
+        for path in ["/", "/api/summary", "/metrics"] {
+            reply = try http.send("HEAD", path)
+            XCTAssertEqual(reply.status, 200, path)
+            XCTAssertEqual(reply.body.count, 0, path)
+        }
+        XCTAssertEqual(try http.send("HEAD", "/nowhere").status, 404)
         XCTAssertFalse(try fixture.store.isPaused())
         XCTAssertEqual(try fixture.store.job(id: queued)?.state, .queued)
         // A name that rebinds to 127.0.0.1 (DNS rebinding) is not this dashboard.

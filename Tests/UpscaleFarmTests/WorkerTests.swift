@@ -167,6 +167,14 @@ final class WorkerTests: XCTestCase {
         let failed = try XCTUnwrap(try q.list().first { $0.output == stranger.path })
         XCTAssertEqual(failed.state, "failed")
         XCTAssertEqual(try Data(contentsOf: stranger), before)
+        // At once, with what to do (it failed three times, each after a trial join, saying
+        // "use --overwrite", which a queued job cannot take); the retry after it joins.
+        XCTAssertEqual(failed.errorSummary, "the join failed: '\(stranger.path)' appeared while upscaling and is not this job's output; left it untouched: remove or rename it, then run 'upscale queue retry \(failed.id)' (the chunks are kept)")
+        try FileManager.default.removeItem(at: stranger)
+        try run(["queue", "retry", String(failed.id), "--queue", cluster.url])
+        _ = finish(try start(["worker", "--once", "--name", "rescuer3"]))
+        XCTAssertEqual(try q.job(id: failed.id)?.state, "done")
+        XCTAssertEqual(try MediaProbe.packets(stranger.path, stream: 0).count, 60)
     }
 
     /// A worker frozen (`kill -STOP`) past its lease: its chunk goes to another worker; when it
