@@ -737,7 +737,10 @@ public final class PostgresQueue: @unchecked Sendable {
 
     /// A stopped worker's slots leave the list (they stayed, stale, for good).
     public func removeWorker(name: String) throws {
-        try with { c in _ = try run(c, "DELETE FROM upscale_workers WHERE name LIKE \(name.replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "/%")") }
+        // A prefix match on the text itself: a LIKE pattern missed a name ending in a backslash
+        // (its escape character), whose slots then stayed listed for an hour.
+        let prefix = name + "/"
+        try with { c in _ = try run(c, "DELETE FROM upscale_workers WHERE left(name, char_length(\(prefix))) = \(prefix)") }
     }
 
     /// Worker slots heard from in the last `within` seconds, most recent first.

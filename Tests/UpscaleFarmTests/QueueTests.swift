@@ -268,6 +268,18 @@ final class QueueTests: XCTestCase {
         XCTAssertNil(outcome.error)
     }
 
+    /// A stopped worker's slots leave the list, whatever its name holds (one ending in a
+    /// backslash, LIKE's escape character, stayed; a name with % or _ must not take others).
+    func testAStoppedWorkerLeavesTheListWhateverItsName() throws {
+        let q = try queue()
+        let names: Set<String> = ["back\\/0", "back\\/1", "50%/0", "a_b/0", "axb/0", "5000/0"]
+        for name in names { try q.reportWorker(name: name, fps: nil, current: nil) }
+        try q.removeWorker(name: "back\\")
+        try q.removeWorker(name: "50%")
+        try q.removeWorker(name: "a_b")
+        XCTAssertEqual(Set(try q.workers().map(\.name)).intersection(names), ["axb/0", "5000/0"])
+    }
+
     func testAddressAndPathMap() throws {
         let env = ["PGPASSWORD": "pw", "USER": "me"]
         let a = try QueueAddress("postgres://farm@nas.local:6543/upscale?sslmode=require", environment: env)
