@@ -278,10 +278,9 @@ final class WorkerTests: XCTestCase {
         print("watch: \(watch.split(separator: "\n").count) lines")
     }
 
-    /// A shared watch folder's failed original goes to Failed/; 'queue retry --queue' puts it
-    /// back where the job reads it (the retried job failed at once: "gone since it was
-    /// submitted"), and the watcher follows the job again: done, the original goes to Originals/.
-    func testARetriedWatchFolderJobGetsItsOriginalBack() throws {
+    /// A shared watch folder (`Inbox`) holding the clip as one.mp4, its `watch --once` started
+    /// (and its arguments, to start it again) once the job is submitted, and the queue.
+    private func watchedInbox() throws -> (URL, [String], (Process, Pipe), PostgresQueue) {
         let dir = try workspace()
         let inbox = dir.appendingPathComponent("Inbox")
         try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
@@ -290,6 +289,14 @@ final class WorkerTests: XCTestCase {
         let watch = try start(watchArguments)
         let q = try queue()
         try waitUntil("the job is submitted") { try q.list().count == 1 }
+        return (inbox, watchArguments, watch, q)
+    }
+
+    /// A shared watch folder's failed original goes to Failed/; 'queue retry --queue' puts it
+    /// back where the job reads it (the retried job failed at once: "gone since it was
+    /// submitted"), and the watcher follows the job again: done, the original goes to Originals/.
+    func testARetriedWatchFolderJobGetsItsOriginalBack() throws {
+        let (inbox, watchArguments, watch, q) = try watchedInbox()
         // A task failed for good (as a worker whose chunk met an error would).
         let task = try XCTUnwrap(try q.claim(owner: "test", lease: 60))
         _ = try q.fail(task, reason: "a test failure", retry: false)
@@ -320,14 +327,7 @@ final class WorkerTests: XCTestCase {
     /// in the folder). And 'worker --once' on a paused queue says so and exits 1 (it waited,
     /// silent, for good).
     func testACancelledWatchFolderJobRetriedIsFollowedAndAPausedQueueEndsAOnceWorker() throws {
-        let dir = try workspace()
-        let inbox = dir.appendingPathComponent("Inbox")
-        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: dir.appendingPathComponent("clip.mp4"), to: inbox.appendingPathComponent("one.mp4"))
-        let watchArguments = ["watch", inbox.path, "--once", "--settle", "0.3", "--chunk-seconds", "1"] + Self.exact
-        let watch = try start(watchArguments)
-        let q = try queue()
-        try waitUntil("the job is submitted") { try q.list().count == 1 }
+        let (inbox, watchArguments, watch, q) = try watchedInbox()
         let id = try XCTUnwrap(try q.list().first).id
         try run(["queue", "cancel", String(id), "--queue", cluster.url])
         let first = finish(watch)
