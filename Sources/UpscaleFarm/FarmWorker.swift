@@ -251,8 +251,9 @@ public final class FarmWorker: @unchecked Sendable {
             }
             count { $0.failures += 1 }
             // An input saved over while the chunk read it fails as such (it was "damaged there —
-            // re-export or trim the source").
-            if let problem = Self.inputProblem(record, input: input, now: InputIdentity.of(input)) {
+            // re-export or trim the source"). One no longer seen (a share gone mid-chunk) takes
+            // the usual way: the next claim's check leaves the job to other workers.
+            if let now = InputIdentity.of(input), let problem = Self.inputProblem(record, input: input, now: now) {
                 logger.error("\(what) failed: \(problem)")
                 try queue.fail(task, reason: problem, retry: false)
                 return

@@ -15,6 +15,9 @@ public enum TestHook: Equatable, Sendable {
     case crashAfterJoin
     /// A chunked run sends itself SIGINT as its join starts (Ctrl-C at that moment).
     case interruptAtJoin
+    /// A chunked run stops for good after its join put the output in place, before it removes
+    /// its chunks (as the removal of thousands of chunk files takes a while).
+    case stallAfterJoin
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
     /// input, contains that text: one file of a batch can crash while the others run.
@@ -36,6 +39,7 @@ public enum TestHook: Equatable, Sendable {
         case "watcher-dies-finishing": return .crashWhileFinishing
         case "worker-dies-after-join": return .crashAfterJoin
         case "interrupt-at-join": return .interruptAtJoin
+        case "stall-after-join": return .stallAfterJoin
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "kill": return .crash(signal: SIGKILL, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
@@ -47,7 +51,7 @@ public enum TestHook: Equatable, Sendable {
     /// (`UPSCALE_TEST_FREE_BYTES`): the watch folder's wait for space, without filling a disk.
     public static let freeBytes: Int64? = ProcessInfo.processInfo.environment["UPSCALE_TEST_FREE_BYTES"].flatMap { Int64($0) }
 
-    static func stallForever() -> Never {
+    public static func stallForever() -> Never {
         while true { sleep(3600) }
     }
 

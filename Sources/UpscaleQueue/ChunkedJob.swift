@@ -345,6 +345,7 @@ public final class ChunkedJob {
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
+        if TestHook.current == .stallAfterJoin { TestHook.stallForever() }
         try? fm.removeItem(atPath: workFolder)
         if MediaLibrary.demuxErrors > demuxErrorsBefore {
             logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - demuxErrorsBefore))")

@@ -112,6 +112,12 @@ final class RunningChild: @unchecked Sendable {
         while waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
         guard let output = state?.output else { return "cancelled; no output was written" }
         PartialFile.remove(for: output, pid: child.pid)
+        // Stopped after its output was in place (while it removed its chunks): complete. It
+        // said the chunks were kept for a resume, which then refused the existing output.
+        if state?.outputWritten == true {
+            ChunkedJob.removeLeftWork(for: output)
+            return "cancelled after '\(output)' was written; the output is complete"
+        }
         let work = ChunkedJob.workFolder(for: output)
         if FileManager.default.fileExists(atPath: work) {
             return "cancelled; the finished chunks of '\(output)' are kept in '\(work)': run the same command again to resume"
@@ -137,8 +143,9 @@ final class RunningChild: @unchecked Sendable {
         lock.unlock()
         guard let current, current === expected else { return nil }
         var info = siginfo_t()
-        // Ended (not yet reaped by the main thread, which reports it)?
-        if waitid(P_PID, id_t(current.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._kill.si_pid != 0 { return nil }
+        // Ended: not yet reaped by the main thread, which reports it, or reaped already (waitid
+        // fails, ECHILD; its pid may even be another process's by now).
+        if waitid(P_PID, id_t(current.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info._sifields._kill.si_pid != 0 { return nil }
         return stopNow()
     }
 }

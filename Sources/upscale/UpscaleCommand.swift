@@ -206,7 +206,7 @@ struct UpscaleCommand: ParsableCommand {
                 // output, and the chunks left stayed hidden beside it for good.
                 let output = state.output ?? input
                 PartialFile.remove(for: output, pid: child.pid)
-                try? FileManager.default.removeItem(atPath: ChunkedJob.workFolder(for: output))
+                ChunkedJob.removeLeftWork(for: output)
                 console.line("Wrote \(output) (the job was stopped (\(JobProcess.signalName(signal))) after that, while it cleaned up)")
                 written.append(output)
             case .signaled(let signal):

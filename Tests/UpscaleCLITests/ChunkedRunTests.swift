@@ -215,6 +215,24 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted(), [source, "chunked.mkv"])
     }
 
+    /// The same, ended by one Ctrl-C: a job that has not stopped a second later is killed,
+    /// and one killed after its output was in place is said to have written it (it said its
+    /// chunks were kept for a resume, which then refused the existing output).
+    func testACtrlCAfterTheOutputIsInPlaceSaysItIsComplete() throws {
+        let dir = try workspace()
+        let (process, err) = try start([source, "-o", "chunked.mkv"] + exact, in: dir, environment: ["UPSCALE_TEST_HOOK": "stall-after-join"])
+        let output = dir.appendingPathComponent("chunked.mkv")
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline && !FileManager.default.fileExists(atPath: output.path) { usleep(20_000) }
+        kill(process.processIdentifier, SIGINT)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130, text)
+        XCTAssertEqual(text, "error: cancelled after 'chunked.mkv' was written; the output is complete\n")
+        XCTAssertEqual(try MediaProbe.packets(output.path, stream: 0).count, 60)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted(), [source, "chunked.mkv"])
+    }
+
     /// A repeated timestamp, and a file that starts between keyframes, run in chunks as in
     /// one piece: the same pictures (a chunk came out short of what the plan counted, and the
     /// run failed after encoding the chunks before it, which it then removed).

@@ -38,6 +38,8 @@ final class TemporalHoldTests: XCTestCase {
         XCTAssertNil(TemporalHold(stillness: (2, 5)).wholeLevels)
         XCTAssertNil(TemporalHold(stillness: (2.5, 6.5)).wholeLevels)
         XCTAssertNil(TemporalHold(stillness: (2, 3)).wholeLevels)
+        XCTAssertNil(TemporalHold(stillness: (2, 130)).wholeLevels)
+        XCTAssertNil(TemporalHold(stillness: (2, .infinity)).wholeLevels)
     }
 
     func testHeldSamplesLagTheFrameByAtMostTheHoldLevel() {
