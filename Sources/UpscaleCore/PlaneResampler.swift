@@ -358,8 +358,7 @@ public struct PlaneResampler: Sendable {
             while k < taps {
                 // An odd last tap is paired with itself at weight 0.
                 let a = upscale_words_at(s + k), b = k + 1 < taps ? upscale_words_at(s + k + 1) : a
-                let high = k + 1 < taps ? UInt32(UInt16(bitPattern: w[k + 1])) : 0
-                let pair = SIMD16<Int32>(repeating: Int32(bitPattern: UInt32(UInt16(bitPattern: w[k])) | high << 16))
+                let pair = weightPair(w, k, taps: taps)
                 lo = upscale_dot_pairs(lo, upscale_pair_words_lo(a, b), pair)
                 hi = upscale_dot_pairs(hi, upscale_pair_words_hi(a, b), pair)
                 k += 2
@@ -390,6 +389,14 @@ public struct PlaneResampler: Sendable {
         return acc &>> 8
     }
 
+    /// Taps k and k + 1 of `weights` as one 32-bit lane (tap k in the low half), in all 16
+    /// lanes: the weights of an `upscale_dot_pairs` product. Past the last tap the high half is 0.
+    @inline(__always)
+    static func weightPair(_ weights: UnsafePointer<Int16>, _ k: Int, taps: Int) -> SIMD16<Int32> {
+        let high = k + 1 < taps ? UInt32(UInt16(bitPattern: weights[k + 1])) : 0
+        return SIMD16<Int32>(repeating: Int32(bitPattern: UInt32(UInt16(bitPattern: weights[k])) | high << 16))
+    }
+
     /// Vertical pass: `taps` consecutive intermediate rows weighted into one 8-bit row.
     @inline(__always)
     static func combineRows(
@@ -414,10 +421,6 @@ public struct PlaneResampler: Sendable {
         _ first: UnsafePointer<Int16>, rowStride: Int, fixedTaps taps: Int, weights: UnsafePointer<Int16>,
         into output: UnsafeMutablePointer<UInt8>, count: Int
     ) {
-        @inline(__always) func pairWeight(_ k: Int) -> SIMD16<Int32> {
-            let high = k + 1 < taps ? UInt32(UInt16(bitPattern: weights[k + 1])) : 0
-            return SIMD16<Int32>(repeating: Int32(bitPattern: UInt32(UInt16(bitPattern: weights[k])) | high << 16))
-        }
         @inline(__always) func row(_ k: Int, _ x: Int) -> SIMD16<Int32> {
             UnsafeRawPointer(first + k * rowStride + x).loadUnaligned(as: SIMD16<Int32>.self)
         }
@@ -426,7 +429,7 @@ public struct PlaneResampler: Sendable {
             var lo = SIMD16<Int32>(repeating: 1 << 19), hi = lo
             var k = 0
             while k < taps {
-                let a = row(k, x), b = k + 1 < taps ? row(k + 1, x) : a, w = pairWeight(k)
+                let a = row(k, x), b = k + 1 < taps ? row(k + 1, x) : a, w = weightPair(weights, k, taps: taps)
                 lo = upscale_dot_pairs(lo, upscale_pair_words_lo(a, b), w)
                 hi = upscale_dot_pairs(hi, upscale_pair_words_hi(a, b), w)
                 k += 2

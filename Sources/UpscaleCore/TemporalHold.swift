@@ -43,9 +43,9 @@ public struct TemporalHold: Sendable {
     /// Float, and so reproducible in integers.
     var wholeLevels: (lo: Int16, shift: Int16)? {
         let (lo, hi) = stillness
-        guard lo == lo.rounded(), hi == hi.rounded(), lo <= 255, hi - lo <= 64 else { return nil }
+        guard lo == lo.rounded(), hi == hi.rounded(), lo <= 255, (2...64).contains(hi - lo) else { return nil }
         let gap = Int(hi - lo)
-        guard gap.nonzeroBitCount == 1, (2...64).contains(gap) else { return nil }
+        guard gap.nonzeroBitCount == 1 else { return nil }
         return (Int16(lo), Int16(gap.trailingZeroBitCount))
     }
 

@@ -120,8 +120,9 @@ public struct ChunkPlan: Codable, Sendable, Equatable {
         // Pictures of one time are shown once: the decode path leaves out a picture timed at or
         // before one already given (a chunk holding a repeated time came out a frame short, and
         // the run failed after encoding the chunks before it).
-        presented.sort()
-        presented = presented.enumerated().compactMap { $0.offset > 0 && presented[$0.offset - 1] == $0.element ? nil : $0.element }
+        var shown: [Int64] = []
+        for pts in presented.sorted() where pts != shown.last { shown.append(pts) }
+        presented = shown
         let rational = Rational(num: Int(tb.num), den: Int(tb.den))
         let whole = ChunkPlan(timeBase: rational, chunks: [ChunkRange(index: 0, seek: nil, start: nil, end: nil, frames: presented.count)])
         let seekable = seekableFormats.contains(input.formatName)
