@@ -145,6 +145,6 @@ extension Transcoder {
             throw error
         }
         return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
-                                encoderName: job.encoder.codec.encoderName, audioCopied: copied, audioTranscoded: transcoded)
+                                encoderName: job.encoder.hevcEncoder ?? job.encoder.codec.encoderName, audioCopied: copied, audioTranscoded: transcoded)
     }
 }

@@ -5,7 +5,7 @@ public enum VideoCodec: String, Sendable, CaseIterable {
     case hevc, h264, prores, ffv1
 
     /// The FFmpeg encoder used.
-    var encoderName: String {
+    public var encoderName: String {
         switch self {
         case .hevc: return "libx265"
         case .h264: return "libx264"
@@ -75,6 +75,9 @@ public struct EncoderSettings: Sendable, Equatable {
     /// Most frames between keyframes; nil keeps the encoder's default (x265: 250). Chunks set it
     /// (see `ChunkTask.keyframeInterval`).
     public var keyframeInterval: Int?
+
+    /// The hardware HEVC encoders' constant quality where `--crf` is not given.
+    public static let hardwareQuality = 24
 
     /// libx264's and libx265's preset names, fastest first.
     public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]

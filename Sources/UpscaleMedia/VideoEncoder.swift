@@ -87,7 +87,7 @@ final class VideoEncoder {
             // Hardware HEVC from system memory: NVENC and QSV take the converted picture as it
             // is, VAAPI gets it uploaded into its device's frame pool. 10-bit as P010 (Main 10).
             // Constant-quality rate control at the same number as x265's CRF.
-            let quality = settings.crf ?? 24
+            let quality = settings.crf ?? EncoderSettings.hardwareQuality
             let format = tenBit ? AV_PIX_FMT_P010LE : (name == "hevc_nvenc" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
             if name == "hevc_vaapi" {
                 let frames = try VideoEncoder.vaapiFrames(width: width, height: height, format: format)

@@ -87,6 +87,18 @@ final class ChunkLedger {
         }
     }
 
+    /// The encoder the first finished chunk was made with, and the settings key that names it
+    /// (see `ChunkedJob.settingsKey`); later calls change nothing.
+    func recordEncoder(_ name: String, settings: String) throws {
+        try locked {
+            try db.transaction {
+                guard try db.query("SELECT value FROM meta WHERE key = 'encoder'").isEmpty else { return }
+                _ = try db.query("INSERT INTO meta(key, value) VALUES('encoder', ?)", [name])
+                _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('settings', ?)", [settings])
+            }
+        }
+    }
+
     func requeue(_ index: Int, error: String? = nil) throws {
         try locked { _ = try db.query("UPDATE chunks SET state = 'queued', checksum = NULL, error = ? WHERE idx = ?", [error, index]) }
     }
@@ -147,22 +159,40 @@ public final class ChunkedJob {
         chunkSeconds > 0 && job.duration >= 2 * chunkSeconds && ChunkPlan.supports(job)
     }
 
-    /// Everything that changes a chunk's bytes: the input file as it is and the encode settings.
-    var settingsKey: String {
+    /// Everything that changes a chunk's bytes: the input file as it is and the encode settings,
+    /// each as it takes effect. A default given by name (`--crf 20`, `--preset medium`,
+    /// `--encoder libx265` where `auto` made the chunks with libx265) is the same setting: a
+    /// resume with it started over. `resolved` is the encoder the finished chunks were made
+    /// with (the ledger's `encoder`), used where this run's `--encoder` allows it.
+    func settingsKey(resolved: String?) -> String {
         let attributes = try? FileManager.default.attributesOfItem(atPath: job.input)
         let size = (attributes?[.size] as? NSNumber)?.int64Value ?? -1
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let e = job.encoder
+        let encoder = Self.effectiveEncoder(e, resolved: resolved)
+        let crf: String
+        switch encoder {
+        case nil: crf = e.crf.map(String.init) ?? "-"
+        case e.codec.encoderName?: crf = (e.crf ?? e.codec.defaultCRF).map(String.init) ?? "-"
+        default: crf = String(e.crf ?? EncoderSettings.hardwareQuality)
+        }
         let parts: [String] = [
-            "v3", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
-            "\(job.width)x\(job.height)", job.muxer, e.codec.rawValue, e.crf.map(String.init) ?? "-", e.preset ?? "-",
-            e.hevcEncoder ?? "-", job.kernel.rawValue, String(job.refine), String(job.deinterlace),
+            "v4", URL(fileURLWithPath: job.input).standardizedFileURL.path, String(size), String(modified),
+            "\(job.width)x\(job.height)", job.muxer, e.codec.rawValue, crf, e.preset ?? e.codec.defaultPreset ?? "-",
+            encoder ?? "auto", job.kernel.rawValue, String(job.refine), String(job.deinterlace),
             "\(job.sampleAspect.num):\(job.sampleAspect.den)", String(chunkSeconds),
         ]
         var hash = ContentHash()
         let text = parts.joined(separator: "|")
         text.utf8CString.withUnsafeBytes { hash.add($0) }
         return String(hash.value, radix: 16)
+    }
+
+    /// The FFmpeg encoder the chunks are made with: the codec's own, the named one, or for
+    /// HEVC `auto` the one earlier chunks were made with (nil before any was).
+    static func effectiveEncoder(_ e: EncoderSettings, resolved: String?) -> String? {
+        guard e.codec == .hevc else { return e.codec.encoderName }
+        return e.hevcEncoder ?? resolved
     }
 
     /// Runs the job; nil when the keyframe scan finds fewer than two chunks (run it in one piece).
@@ -179,7 +209,6 @@ public final class ChunkedJob {
         // Each chunk opens the input again: the file as it is now, to see it change or go.
         var original = stat()
         stat(job.input, &original)
-        let key = settingsKey
         let existed = fm.fileExists(atPath: workFolder)
         do {
             try fm.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
@@ -204,7 +233,8 @@ public final class ChunkedJob {
         }
         if existed {
             let existing = try? ChunkLedger(path: ledgerPath)
-            let matches = (try? existing?.value("settings")) == .some(key)
+            let recorded = (try? existing?.value("encoder")) ?? nil
+            let matches = (try? existing?.value("settings")) == .some(settingsKey(resolved: recorded))
             if !resume || !matches {
                 if !matches && resume { logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over") }
                 // Emptied, not removed: the lock is on the folder itself.
@@ -224,8 +254,15 @@ public final class ChunkedJob {
                 return nil
             }
             try ledger.insert(plan)
-            try ledger.setValue("settings", key)
+            try ledger.setValue("settings", settingsKey(resolved: nil))
         }
+        // HEVC `auto` keeps the encoder the finished chunks were made with: a resume on a
+        // machine where another one now opens (a GPU added or gone) made chunks the join refuses.
+        var pinned = self.job
+        if pinned.encoder.codec == .hevc, pinned.encoder.hevcEncoder == nil, let made = try ledger.value("encoder") {
+            pinned.encoder.hevcEncoder = made
+        }
+        let job = pinned
         PartialFile.removeStale(in: workFolder)
 
         // What an earlier run left: finished chunks are kept when their file is intact.
@@ -289,6 +326,7 @@ public final class ChunkedJob {
                             meter.update(worker: worker, frames: p.framesDone)
                         }
                         try ledger.done(range.index, checksum: summary.checksum)
+                        try ledger.recordEncoder(summary.encoderName, settings: settingsKey(resolved: summary.encoderName))
                         meter.finish(worker: worker, frames: range.frames)
                         countLock.lock()
                         encoded += 1

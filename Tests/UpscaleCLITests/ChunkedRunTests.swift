@@ -140,6 +140,36 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
     }
 
+    /// A resume that names the defaults the chunks were made with (`--crf 20`, `--encoder
+    /// libx265` where `auto` chose libx265) keeps them: the settings key stored "not given",
+    /// and the run started over. Another CRF still starts over.
+    func testAResumeNamingTheDefaultsKeepsTheChunksAndAnotherCRFStartsOver() throws {
+        let dir = try workspace()
+        let hevc = [source, "-o", "chunked.mp4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", "1", "--threads", "1"]
+        let work = dir.appendingPathComponent(".chunked.mp4.upscale-work")
+        func interrupt(_ arguments: [String]) throws {
+            let (process, err) = try start(arguments, in: dir)
+            try waitForChunks(work, atLeast: 1, process: process)
+            kill(process.processIdentifier, SIGINT)
+            _ = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 130)
+        }
+        try interrupt(hevc)
+        let named = try run(hevc + ["--crf", "20", "--encoder", "libx265"], in: dir)
+        XCTAssertEqual(named.status, 0, named.stderr)
+        XCTAssertTrue(named.stderr.contains("resuming: "), named.stderr)
+        XCTAssertFalse(named.stderr.contains("other settings"), named.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
+
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("chunked.mp4"))
+        try interrupt(hevc)
+        let other = try run(hevc + ["--crf", "22"], in: dir)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        XCTAssertTrue(other.stderr.contains("holds chunks made with other settings or another version of the input; starting over"), other.stderr)
+        XCTAssertFalse(other.stderr.contains("resuming: "), other.stderr)
+    }
+
     /// Each chunk opens the input again: one saved over mid-run gave an output of two
     /// versions (later chunks from the new file), with exit 0. It now fails in one line, and
     /// the next run upscales the new version.
