@@ -248,6 +248,11 @@ public enum JobPlanner {
         guard let display = info.displaySize, info.video != nil else {
             throw UpscaleError(.input, "'\(input)' has no video stream (audio only?); nothing to upscale")
         }
+        // A stream whose parameter sets never come (an MPEG-TS remuxed from a cut that starts
+        // without an IDR picture) probes as 0x0: its aspect ratio was NaN and the planner trapped.
+        guard display.width >= 1, display.height >= 1, display.width.isFinite, display.height.isFinite else {
+            throw UpscaleError(.input, "'\(input)': the video stream has no picture size (its decoder found no parameter sets); the file may be damaged — re-export it")
+        }
         var notices: [String] = []
         let shown: (width: Int, height: Int, rounded: Bool)
         do {

@@ -47,7 +47,9 @@ final class VideoDecoder {
     /// open-GOP streams then reference pictures from before the seek in their memory management
     /// commands, and under AV_EF_EXPLODE every later picture fails (measured: the ffmpeg CLI
     /// with `-err_detect explode -threads 1 -ss` fails all of them). Such a decoder conceals
-    /// instead; pictures flagged corrupt still fail the job.
+    /// instead; pictures flagged corrupt still fail the job. A file that itself starts there (a
+    /// stream-copied cut of such a stream, `-ss … -c copy`) is found at its first packet and
+    /// decoded the same way (see `startsAtRecoveryPoint`).
     /// `keepAlpha`: a source with an alpha channel is decoded into 10-bit 4:4:4 pictures with
     /// alpha (`deepLayout` .yuva444), whatever its own depth and layout.
     init(stream: UnsafeMutablePointer<AVStream>, path: String, threads: Int, deinterlace: Bool = false,
@@ -291,6 +293,13 @@ final class VideoDecoder {
     func decode(
         _ packet: UnsafeMutablePointer<AVPacket>?, make: () -> Picture, emit: (Picture, Int64) throws -> Void
     ) throws {
+        if !firstPacketSeen, let packet {
+            firstPacketSeen = true
+            if context.pointee.err_recognition & AV_EF_EXPLODE != 0, startsAtRecoveryPoint(packet) {
+                forgetHeadStart()
+                try reopenConcealing()
+            }
+        }
         if let head = headStart {
             if let packet, head.matches(packet, at: checked.count) {
                 checked.append(av_packet_clone(packet))
@@ -315,6 +324,43 @@ final class VideoDecoder {
             for p in earlier { try feed(p, make: make, emit: emit) }
         }
         try feed(packet, make: make, emit: emit)
+    }
+
+    /// Whether the first packet was looked at by `startsAtRecoveryPoint`.
+    private var firstPacketSeen = false
+
+    /// An H.264 stream whose first packet holds no IDR picture starts where a chunk's pre-roll
+    /// does: its first pictures' reference commands name pictures cut away, which under
+    /// AV_EF_EXPLODE failed the whole file as damaged ("mmco: unref short failure"; the ffmpeg
+    /// command and players show it).
+    private func startsAtRecoveryPoint(_ packet: UnsafeMutablePointer<AVPacket>) -> Bool {
+        let par = stream.pointee.codecpar!
+        guard par.pointee.codec_id == AV_CODEC_ID_H264, let data = packet.pointee.data, packet.pointee.size > 0 else { return false }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))
+        let extra = par.pointee.extradata.map { UnsafeBufferPointer(start: $0, count: Int(par.pointee.extradata_size)) }
+        return !H264Units.holdsIDR(bytes, extradata: extra)
+    }
+
+    /// Opens the decoder again as `midStream` does, before any packet was sent to it.
+    private func reopenConcealing() throws {
+        guard let codec = context.pointee.codec, let ctx = avcodec_alloc_context3(codec) else {
+            throw UpscaleError(.processing, "out of memory")
+        }
+        var fresh: UnsafeMutablePointer<AVCodecContext>? = ctx
+        do {
+            try check(avcodec_parameters_to_context(ctx, stream.pointee.codecpar), "'\(path)': bad video parameters")
+            ctx.pointee.pkt_timebase = stream.pointee.time_base
+            ctx.pointee.thread_count = context.pointee.thread_count
+            ctx.pointee.thread_type = context.pointee.thread_type
+            ctx.pointee.err_recognition = context.pointee.err_recognition & ~AV_EF_EXPLODE
+            try check(avcodec_open2(ctx, codec, nil), "'\(path)': cannot open the \(String(cString: codec.pointee.name)) decoder")
+        } catch {
+            avcodec_free_context(&fresh)
+            throw error
+        }
+        var old: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&old)
+        context = ctx
     }
 
     private func forgetHeadStart() {

@@ -846,6 +846,90 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0, 0.1, accuracy: 0.001)
     }
 
+    /// Stream-copied cuts of an open-GOP H.264 stream with reference B-pictures (x264's
+    /// pyramid), in Matroska (length-prefixed units) and MPEG-TS (start codes): the first
+    /// keyframe is no IDR picture, and a picture after it names cut-away pictures in its
+    /// reference commands ("mmco: unref short failure"). The ffmpeg command decodes them with
+    /// that warning; under AV_EF_EXPLODE the whole file failed as damaged at frame 4 or 5.
+    /// They are decoded as FFmpeg decodes them: at the picture's own size into FFV1 the same
+    /// pictures bit for bit, as many, and upscaled 2x in H.265.
+    func testOpenGOPCutsThatStartWithoutAnIDRPictureDecodeAsFFmpegDecodesThem() throws {
+        for (name, count) in [("street-opengop-mmco-cut.mkv", 24), ("street-opengop-mmco-cut.ts", 9)] {
+            let dir = try workspace(copying: [name])
+            let input = dir.appendingPathComponent(name).path
+            let reference = try plainLuma(input)
+            XCTAssertEqual(reference.count, count, name)
+            let same = dir.appendingPathComponent("same.mkv").path
+            let (_, summary) = try run(input, UpscaleOptions(width: 320, output: same, encoder: EncoderSettings(codec: .ffv1)))
+            XCTAssertEqual(summary.frames, count, name)
+            let reader = try VideoFrameReader(path: same)
+            var index = 0
+            while let (frame, _) = try reader.next() {
+                let plane = frame.planes[0]
+                XCTAssertEqual(plane.width * plane.height, 320 * 240)
+                let rows = (0..<plane.height).flatMap { y in Array(UnsafeBufferPointer(start: plane.base + y * plane.stride, count: plane.width)) }
+                XCTAssertTrue(index < reference.count && rows == reference[index], "\(name) picture \(index) differs from FFmpeg's")
+                index += 1
+            }
+            XCTAssertEqual(index, count, name)
+            let (job, upscaled) = try run(input, UpscaleOptions(width: 640, encoder: EncoderSettings(preset: "ultrafast")))
+            XCTAssertEqual(upscaled.frames, count, name)
+            XCTAssertEqual(try Measure.videoSeconds(job.output).count, count, name)
+        }
+    }
+
+    /// The Matroska cut stream-copied into MPEG-TS: the parameter sets live in Matroska's
+    /// header, and the TS muxer's conversion writes them only before an IDR picture, which
+    /// this cut never reaches. The stream probes as 0x0; its aspect ratio was NaN and the
+    /// planner trapped (the parent said "upscaling crashed (SIGILL)"). One line, of the file.
+    func testAStreamWithoutParameterSetsIsRefusedAsDamaged() throws {
+        let dir = try workspace(copying: ["street-opengop-mmco-cut.mkv"])
+        let input = dir.appendingPathComponent("remuxed.ts").path
+        try Remuxer.copy(dir.appendingPathComponent("street-opengop-mmco-cut.mkv").path, to: input)
+        XCTAssertThrowsError(try JobPlanner.plan(input: input, options: UpscaleOptions(width: 640))) { error in
+            let e = error as? UpscaleError
+            XCTAssertEqual(e?.kind, .input)
+            XCTAssertEqual(e?.message, "'\(input)': the video stream has no picture size (its decoder found no parameter sets); the file may be damaged — re-export it")
+        }
+    }
+
+    /// The luma of every picture of `path`'s video as FFmpeg decodes it with its defaults
+    /// (concealing, one thread): the reference the ffmpeg command would give.
+    private func plainLuma(_ path: String) throws -> [[UInt8]] {
+        var opened: UnsafeMutablePointer<AVFormatContext>?
+        XCTAssertGreaterThanOrEqual(avformat_open_input(&opened, path, nil, nil), 0)
+        let format = try XCTUnwrap(opened, path)
+        defer { avformat_close_input(&opened) }
+        XCTAssertGreaterThanOrEqual(avformat_find_stream_info(format, nil), 0)
+        let index = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
+        let par = try XCTUnwrap(format.pointee.streams[Int(index)]?.pointee.codecpar)
+        let codec = try XCTUnwrap(avcodec_find_decoder(par.pointee.codec_id))
+        var context = avcodec_alloc_context3(codec)
+        defer { avcodec_free_context(&context) }
+        XCTAssertGreaterThanOrEqual(avcodec_parameters_to_context(context, par), 0)
+        context!.pointee.thread_count = 1
+        XCTAssertGreaterThanOrEqual(avcodec_open2(context, codec, nil), 0)
+        var packet = av_packet_alloc(), frame = av_frame_alloc()
+        defer { av_packet_free(&packet); av_frame_free(&frame) }
+        var pictures: [[UInt8]] = []
+        func receive() {
+            while avcodec_receive_frame(context, frame) >= 0 {
+                let f = frame!.pointee
+                pictures.append((0..<Int(f.height)).flatMap { y in
+                    Array(UnsafeBufferPointer(start: f.data.0! + y * Int(f.linesize.0), count: Int(f.width)))
+                })
+                av_frame_unref(frame)
+            }
+        }
+        while av_read_frame(format, packet) >= 0 {
+            if packet!.pointee.stream_index == index { _ = avcodec_send_packet(context, packet); receive() }
+            av_packet_unref(packet)
+        }
+        _ = avcodec_send_packet(context, nil)
+        receive()
+        return pictures
+    }
+
     /// MPEG-4 Part 2 in AVI with packed B-pictures (DivX, Xvid): the decoder gives the last
     /// picture no time. It went to the encoder untimed and was written at the time of the one
     /// before (0.8 s twice), and players dropped it: it comes last, one frame after.
