@@ -18,6 +18,11 @@ public protocol QueueBoard: AnyObject, Sendable {
     func setPaused(_ paused: Bool) throws
 }
 
+/// An action the board refused for a reason it names (answered 409 with that reason).
+public struct BoardRefusal: Error {
+    public let message: String
+}
+
 /// One read of a queue's store.
 public struct BoardReading: Sendable {
     public var jobs: [BoardJob]

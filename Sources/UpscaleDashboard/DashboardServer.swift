@@ -161,7 +161,12 @@ public final class DashboardServer: @unchecked Sendable {
     /// Applies an action through the store and answers with the job (or summary) as it is now.
     private func act(_ id: Int64?, _ name: String, _ refusal: String,
                      _ body: @escaping @Sendable (any QueueBoard) throws -> Bool) async throws -> Response {
-        let applied = try await cache.perform(body)
+        let applied: Bool
+        do {
+            applied = try await cache.perform(body)
+        } catch let refusal as BoardRefusal {
+            return Self.problem(.conflict, refusal.message)
+        }
         let snapshot = try await cache.current(maxAge: configuration.maxAge, notBefore: Date().timeIntervalSince1970)
         if !applied, let id, !snapshot.jobs.contains(where: { $0.id == id }) { return Self.problem(.notFound, "no job \(id)") }
         guard applied else { return Self.problem(.conflict, "job \(id.map(String.init) ?? "?") \(refusal)") }

@@ -61,7 +61,11 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
         return text.utf8.count > limit ? String(decoding: Array(text.utf8.suffix(limit)), as: UTF8.self) : text
     }
 
-    public func retry(job: Int64) throws -> Bool { try queue.retry(ids: [job]) > 0 }
+    public func retry(job: Int64) throws -> Bool {
+        let (queued, refused, _) = try queue.retryJobs(ids: [job])
+        if queued == 0, let reason = refused.first { throw BoardRefusal(message: reason) }
+        return queued > 0
+    }
 
     public func cancel(job: Int64) throws -> Bool { try queue.cancel(ids: [job]) > 0 }
 

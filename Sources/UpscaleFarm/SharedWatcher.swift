@@ -2,6 +2,26 @@ import Foundation
 import UpscaleMedia
 import UpscaleQueue
 
+extension PostgresQueue {
+    /// Failed or cancelled jobs of these ids (none: every failed job; a cancelled one was
+    /// stopped on purpose) queued again, as `queue retry --queue` and the dashboard's Retry do
+    /// it. A job whose output another open job makes (it was submitted again) is not: each
+    /// such refusal names that job. A watch folder's original comes back from its Failed/
+    /// first (the retried job failed at once, "gone since it was submitted"). Returns how many
+    /// were queued, the refusals, and the originals put back.
+    public func retryJobs(ids: [Int64]) throws -> (queued: Int, refused: [String], restored: [String]) {
+        var refused: [String] = [], restored: [String] = []
+        for job in try list() where ids.isEmpty ? job.state == "failed" : ["failed", "cancelled"].contains(job.state) && ids.contains(job.id) {
+            if let other = try openJobs(writing: job.output).first(where: { $0 != job.id }) {
+                refused.append("job \(job.id) is not queued again: job \(other) makes its output '\(job.output)' now; wait for it, or cancel it first")
+                continue
+            }
+            if let back = SharedWatcher.restoreFailedOriginal(of: job) { restored.append(back) }
+        }
+        return (try retry(ids: ids), refused, restored)
+    }
+}
+
 /// `upscale watch DIR --queue URL`: files dropped into DIR (complete by the same rules as the
 /// local watch folder) are submitted to the shared queue once each, for any worker to run;
 /// outputs go to DIR/Upscaled, and once its job is done an original moves to DIR/Originals

@@ -69,21 +69,11 @@ struct QueueCommand: ParsableCommand {
                 let ids = [folder].compactMap { $0 } + files
                 let store = try queue.open()
                 let numbers = try SharedQueue.ids(ids)
-                // A watch folder's failed original is in its Failed/: put back where the job
-                // reads it (the retried job failed at once, "gone since it was submitted").
-                // With no ids, failed jobs only: a cancelled one was stopped on purpose.
-                // A job whose output another open job makes (it was submitted again) is not queued
-                // again: said so, and its original stays in Failed/ (it said "no failed or
-                // cancelled job", of a job listed as failed, and took the original out).
-                var refused: [String] = []
-                for job in try store.list() where numbers.isEmpty ? job.state == "failed" : ["failed", "cancelled"].contains(job.state) && numbers.contains(job.id) {
-                    if let other = try store.openJobs(writing: job.output).first(where: { $0 != job.id }) {
-                        refused.append("job \(job.id) is not queued again: job \(other) makes its output '\(job.output)' now; wait for it, or cancel it first")
-                        continue
-                    }
-                    if let back = SharedWatcher.restoreFailedOriginal(of: job) { print("'\(back)' is back from Failed/") }
-                }
-                let count = try store.retry(ids: numbers)
+                // A job whose output another open job makes is refused, naming that job (it said
+                // "no failed or cancelled job", of a job listed as failed); a watch folder's failed
+                // original comes back from Failed/ (see `retryJobs`).
+                let (count, refused, restored) = try store.retryJobs(ids: numbers)
+                for back in restored { print("'\(back)' is back from Failed/") }
                 if count == 0 && !refused.isEmpty { throw CLIError(status: 1, refused.joined(separator: "; ")) }
                 for line in refused { writeStandardError("note: \(line)\n") }
                 // Named jobs that match nothing are a mistake to report; "retry all" with none failed is not.

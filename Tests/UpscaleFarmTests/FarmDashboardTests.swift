@@ -81,6 +81,14 @@ final class FarmDashboardTests: XCTestCase {
         XCTAssertEqual(try q.job(id: c)?.state, "queued")
         XCTAssertEqual(try http.send("POST", "/api/jobs/\(b)/cancel", headers: origin, body: "{}").status, 200)
         XCTAssertEqual(try q.job(id: b)?.state, "cancelled")
+        // Its file submitted again: Retry names the job that makes the output now, as `queue
+        // retry` does (it said "job N is not failed or cancelled" of a cancelled job).
+        let d = try submit("beta.mov", chunks: 1)
+        let refused = try http.send("POST", "/api/jobs/\(b)/retry", headers: origin, body: "{}")
+        XCTAssertEqual(refused.status, 409)
+        XCTAssertEqual(try refused.json()["error"] as? String,
+                       "job \(b) is not queued again: job \(d) makes its output '/out/beta.mov' now; wait for it, or cancel it first")
+        XCTAssertEqual(try q.job(id: b)?.state, "cancelled")
         XCTAssertEqual(try http.send("POST", "/api/jobs/\(a)/priority", headers: origin, body: #"{"priority": 7}"#).status, 200)
         XCTAssertEqual(try q.job(id: a)?.priority, 7)
         XCTAssertEqual(try http.send("POST", "/api/pause", headers: origin, body: "{}").status, 200)

@@ -1,4 +1,5 @@
 import Foundation
+import UpscaleDashboard
 import UpscaleFarm
 import UpscaleMedia
 import UpscaleQueue
@@ -376,6 +377,25 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(job.state, "failed", text)
         XCTAssertTrue(job.error?.contains("changed since it was submitted (saved again at ") ?? false, job.error ?? "")
         XCTAssertFalse(job.error?.contains("re-export") ?? true, (job.error ?? "") + "\n" + text)
+    }
+
+    /// The dashboard's Retry of that job does the same as `queue retry`: the original comes
+    /// back from Failed/ (it stayed there, and the retried job failed at once).
+    func testTheDashboardsRetryGetsAWatchFolderJobsOriginalBack() throws {
+        let (inbox, _, watch, q) = try watchedInbox()
+        let task = try XCTUnwrap(try q.claim(owner: "test", lease: 60))
+        _ = try q.fail(task, reason: "a test failure", retry: false)
+        let first = finish(watch)
+        XCTAssertEqual(watch.0.terminationStatus, 1, first)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("Failed/one.mp4").path), first)
+        let id = try XCTUnwrap(try q.list().first).id
+        let dashboard = try RunningDashboard(board: FarmBoard(queue: try PostgresQueue(address: try QueueAddress(cluster.url))))
+        defer { dashboard.stop() }
+        let reply = try dashboard.http.send("POST", "/api/jobs/\(id)/retry", headers: ["Origin": dashboard.origin], body: "{}")
+        XCTAssertEqual(reply.status, 200, reply.text)
+        XCTAssertEqual(try q.job(id: id)?.state, "queued")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("one.mp4").path))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Failed").path), [])
     }
 
     /// 'queue retry ID' of a failed job whose output a newer job makes says so (it said "no
