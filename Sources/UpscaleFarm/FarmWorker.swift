@@ -67,6 +67,15 @@ public final class FarmWorker: @unchecked Sendable {
         running.forEach { $0.nudge() }
     }
 
+    /// A task's threads on this machine: its share of the machine's `threads` among `slots`
+    /// tasks at once, and no more than the job was submitted with (`submit --threads N` was
+    /// stored and then ignored: every worker used all its cores).
+    public static func shareThreads(of job: inout Job, threads: Int, slots: Int) {
+        let share = max(1, threads / max(1, slots))
+        job.threads = min(job.threads, share)
+        if slots > 1 || job.encoder.threads != nil { job.encoder.threads = min(job.encoder.threads ?? share, share) }
+    }
+
     /// `planJob` turns a queued job's settings (command-line options) into this machine's Job.
     public init(queue: PostgresQueue, name: String, slots: Int, map: PathMap, lease: Double = FarmWorker.defaultLease,
                 threads: Int = ProcessInfo.processInfo.activeProcessorCount,
@@ -206,8 +215,7 @@ public final class FarmWorker: @unchecked Sendable {
 
         do {
             var job = try planJob(record.settings, input, output)
-            job.threads = max(1, threads / slots)
-            if slots > 1 { job.encoder.threads = job.threads }
+            Self.shareThreads(of: &job, threads: threads, slots: slots)
             let work = ChunkedJob.workFolder(for: job.output)
             do {
                 try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
