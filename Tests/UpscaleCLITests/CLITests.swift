@@ -51,8 +51,8 @@ final class CLITests: XCTestCase {
     }
 
     @discardableResult
-    private func upscale(_ arguments: [String], in dir: URL) throws -> Result {
-        let (process, out, err) = try launch(arguments, in: dir)
+    private func upscale(_ arguments: [String], in dir: URL, environment: [String: String] = [:]) throws -> Result {
+        let (process, out, err) = try launch(arguments, in: dir, environment: environment)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -115,14 +115,25 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(plain.stdout.contains("(1536x1152, lanczos3, hevc"), plain.stdout)
     }
 
+    /// Without a terminal, progress is a plain line on stderr every few seconds (here every
+    /// 0.2 s), the first after that time; stdout has the result alone. Progress lines went to
+    /// stdout, the first at frame 1 with the decoder's start-up fps and ETA.
     func testAVIInputBecomesMovWithANoticeAndPlainProgressWithoutTTY() throws {
         let dir = try workspace(["street-mjpeg.avi"])
-        let result = try upscale(["street-mjpeg.avi", "--scale", "1", "--preset", "ultrafast"], in: dir)
+        let arguments = ["street-mjpeg.avi", "--scale", "1", "--preset", "ultrafast", "--overwrite"]
+        let result = try upscale(arguments, in: dir, environment: ["UPSCALE_PROGRESS_SECONDS": "0.2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("note: .avi cannot hold hevc; writing .mov"), result.stderr)
-        XCTAssertTrue(result.stdout.contains("street-mjpeg.avi: "), "plain progress line expected: \(result.stdout)")
-        XCTAssertTrue(result.stdout.contains("fps"), result.stdout)
+        let progress = result.stderr.split(separator: "\n").filter { $0.hasPrefix("street-mjpeg.avi: ") }
+        XCTAssertFalse(progress.isEmpty, "plain progress lines expected on stderr: \(result.stderr)")
+        XCTAssertTrue(progress.allSatisfy { $0.contains(" fps, ETA ") }, result.stderr)
+        XCTAssertEqual(result.stdout.split(separator: "\n").count, 1, result.stdout)
+        XCTAssertTrue(result.stdout.hasPrefix("Wrote "), result.stdout)
         XCTAssertEqual(listing(dir), ["street-mjpeg Upscaled.mov", "street-mjpeg.avi"])
+        // A job shorter than the interval prints no progress line at all.
+        let short = try upscale(arguments, in: dir)
+        XCTAssertEqual(short.status, 0, short.stderr)
+        XCTAssertFalse(short.stderr.contains("street-mjpeg.avi: ") || short.stdout.contains("fps,"), short.stderr + short.stdout)
     }
 
     func testSeveralInputsGoToTheOutputFolder() throws {

@@ -66,6 +66,12 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertEqual([square.width, square.height], [1000, 1000])
         XCTAssertEqual(square.notices, ["'\(street)' is shown at 768x576; 1000x1000 stretches it to another shape (give only --width or --height to keep its shape)"])
         XCTAssertTrue(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 1536, height: 1152)).notices.isEmpty)
+        // Not enlarged: said (a --scale under 1 or a mistyped --width ran without a word).
+        XCTAssertEqual(try JobPlanner.plan(input: street, options: UpscaleOptions(scale: 1)).notices,
+                       ["'\(street)' stays 768x576: nothing is enlarged, the video is only re-encoded"])
+        XCTAssertEqual(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 384)).notices,
+                       ["'\(street)' is shown at 768x576; 384x288 makes it smaller (Lanczos only)"])
+        XCTAssertTrue(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 770)).notices.isEmpty)
         let avi = try JobPlanner.plan(input: dir.appendingPathComponent("street-mjpeg.avi").path, options: UpscaleOptions())
         XCTAssertEqual(URL(fileURLWithPath: avi.output).lastPathComponent, "street-mjpeg Upscaled.mov")
         XCTAssertEqual(avi.notices, [".avi cannot hold hevc; writing .mov"])
