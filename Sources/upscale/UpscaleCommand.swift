@@ -385,8 +385,13 @@ struct UpscaleCommand: ParsableCommand {
         if job.shownWidth > 0, (job.shownWidth, job.shownHeight) != (job.width, job.height) {
             size = "\(job.shownWidth)x\(job.shownHeight) as shown, stored \(size)"
         }
-        return "Wrote \(s.output) (\(size), \(scaling), \(job.encoder.codec.rawValue) via \(s.encoderName), "
-            + "\(s.frames) frames\(reusedFrames > 0 ? " (\(reusedFrames) from the last run)" : "") in \(String(format: "%.1f", s.seconds)) s, "
+        let head = "Wrote \(s.output) (\(size), \(scaling), \(job.encoder.codec.rawValue) via \(s.encoderName), "
+        // A run that only joined the last run's chunks has no rate of its own ("0.0 fps" read
+        // as a failure).
+        if reusedFrames >= s.frames && s.frames > 0 {
+            return head + "\(s.frames) frames, all from the last run, joined in \(String(format: "%.1f", s.seconds)) s\(audio))"
+        }
+        return head + "\(s.frames) frames\(reusedFrames > 0 ? " (\(reusedFrames) from the last run)" : "") in \(String(format: "%.1f", s.seconds)) s, "
             + "\(String(format: "%.1f", fps)) fps\(audio))"
     }
 }

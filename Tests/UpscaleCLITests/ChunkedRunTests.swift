@@ -404,9 +404,22 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertTrue(stopped.stderr.contains("interrupted while joining; the \(chunks) finished chunks are kept in '\(work.path)': run the same command again to join them"), stopped.stderr)
         XCTAssertEqual(stopped.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count, 1, stopped.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("joined.mkv").path))
-        let joined = try run(arguments, in: dir)
+        let joiner = Process()
+        joiner.executableURL = CLITests.binary
+        joiner.arguments = arguments
+        joiner.currentDirectoryURL = dir
+        let out = Pipe(), err = Pipe()
+        joiner.standardOutput = out
+        joiner.standardError = err
+        try joiner.run()
+        let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let joined = (status: { joiner.waitUntilExit(); return joiner.terminationStatus }(),
+                      stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
         XCTAssertEqual(joined.status, 0, joined.stderr)
         XCTAssertTrue(joined.stderr.contains("resuming: \(chunks) of \(chunks) chunks done"), joined.stderr)
+        // A run that only joined has no rate of its own (it said "0.0 fps").
+        XCTAssertTrue(said.contains("60 frames, all from the last run, joined in "), said)
+        XCTAssertFalse(said.contains(" fps"), said)
         let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("joined.mkv").path)[.size] as? Int)
 
         // A disk with room for the chunks and half the joined output.
