@@ -234,11 +234,19 @@ public final class ChunkedJob {
         if existed {
             let existing = try? ChunkLedger(path: ledgerPath)
             let recorded = (try? existing?.value("encoder")) ?? nil
-            let matches = (try? existing?.value("settings")) == .some(settingsKey(resolved: recorded))
+            let stored = (try? existing?.value("settings")) ?? nil
+            let matches = stored != nil && stored == settingsKey(resolved: recorded)
             if !resume || !matches {
-                if !matches && resume { logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over") }
+                let names = (try? fm.contentsOfDirectory(atPath: workFolder)) ?? []
+                // Said as it is: other settings, or chunks whose ledger is gone or unreadable (that
+                // was called "other settings" too), and nothing when there were no chunks to lose.
+                if resume && stored != nil {
+                    logger.notice("'\(workFolder)' holds chunks made with other settings or another version of the input; starting over")
+                } else if resume && names.contains(where: { $0.hasSuffix(".chunk") }) {
+                    logger.notice("'\(workFolder)' holds chunks with no readable record of how they were made (its chunks.sqlite is missing or damaged); starting over")
+                }
                 // Emptied, not removed: the lock is on the folder itself.
-                for name in (try? fm.contentsOfDirectory(atPath: workFolder)) ?? [] {
+                for name in names {
                     try? fm.removeItem(atPath: (workFolder as NSString).appendingPathComponent(name))
                 }
             }

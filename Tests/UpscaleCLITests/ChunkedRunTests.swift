@@ -170,6 +170,26 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertFalse(other.stderr.contains("resuming: "), other.stderr)
     }
 
+    /// Chunks whose ledger is gone are redone, and the note says why (it said "made with other
+    /// settings", as for a real change of settings).
+    func testChunksWithoutTheirLedgerAreRedoneAndTheNoteSaysWhy() throws {
+        let dir = try workspace()
+        let arguments = [source, "-o", "chunked.mkv"] + exact
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 1, process: process)
+        kill(process.processIdentifier, SIGINT)
+        _ = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        try FileManager.default.removeItem(at: work.appendingPathComponent("chunks.sqlite"))
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("holds chunks with no readable record of how they were made (its chunks.sqlite is missing or damaged); starting over"), again.stderr)
+        XCTAssertFalse(again.stderr.contains("other settings"), again.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mkv").path, stream: 0).count, 60)
+    }
+
     /// Each chunk opens the input again: one saved over mid-run gave an output of two
     /// versions (later chunks from the new file), with exit 0. It now fails in one line, and
     /// the next run upscales the new version.
