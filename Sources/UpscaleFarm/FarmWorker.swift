@@ -98,6 +98,9 @@ public final class FarmWorker: @unchecked Sendable {
     }
 
     public func run(once: Bool, stop: CancellationFlag) throws -> Stats {
+        guard try queue.holdWorkerName(name) else {
+            throw FarmError("a worker named '\(name)' is already running on this queue; give this one another --name (or stop that one first)")
+        }
         try queue.listen { [self] payload in
             if payload == PostgresQueue.cancelPayload { nudgeHeartbeats() } else { wake.signal() }
         }

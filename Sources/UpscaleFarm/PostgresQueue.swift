@@ -735,6 +735,17 @@ public final class PostgresQueue: @unchecked Sendable {
         public var isStale: Bool { secondsAgo > Self.staleAfter }
     }
 
+    /// Takes `name` for this connection's worker: false while another live worker holds it.
+    /// A session advisory lock, so a worker that crashed or was killed frees its name with its
+    /// connection (a check of the list's rows would refuse a restart for half a minute). Two
+    /// workers of one name showed as one row, and the first to stop took the other's slots
+    /// off the list. (A connection lost and made again does not take the name again.)
+    public func holdWorkerName(_ name: String) throws -> Bool {
+        try with { c in
+            try run(c, "SELECT pg_try_advisory_lock(74156, hashtext(\(name)))").rows.first!.decode(Bool.self)
+        }
+    }
+
     /// A stopped worker's slots leave the list (they stayed, stale, for good).
     public func removeWorker(name: String) throws {
         // A prefix match on the text itself: a LIKE pattern missed a name ending in a backslash

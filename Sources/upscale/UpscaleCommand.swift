@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import UpscaleCore
 import UpscaleImages
+import UpscaleFarm
 import UpscaleMedia
 import UpscaleQueue
 
@@ -496,6 +497,11 @@ enum Main {
         } catch let error as CLIError {
             writeStandardError("error: \(error.description)\n")
             exit(error.status)
+        } catch let error as FarmError {
+            // A queue's error from a command's work (a worker refused, a server lost): one
+            // line as every other (it came out as argument-parser's "Error: …").
+            writeStandardError("error: \(error.description)\n")
+            exit(1)
         } catch let error as WatchError {
             writeStandardError("error: \(error.description)\n")
             exit(1)

@@ -379,6 +379,25 @@ final class WorkerTests: XCTestCase {
         XCTAssertFalse(job.error?.contains("re-export") ?? true, (job.error ?? "") + "\n" + text)
     }
 
+    /// A second worker of a name that is running is refused in one line: the two showed as one
+    /// row, and the first to stop took the other's slots off the list. The name is free again
+    /// as soon as its worker stops (killed too: it goes with its connection).
+    func testASecondWorkerOfARunningWorkersNameIsRefused() throws {
+        let q = try queue()
+        let first = try start(["worker", "--name", "w"])
+        try waitUntil("the first worker is listed") { try q.workers().contains { $0.name == "w/0" } }
+        let second = try start(["worker", "--once", "--name", "w"])
+        let text = finish(second)
+        XCTAssertEqual(second.0.terminationStatus, 1, text)
+        XCTAssertEqual(text, "error: a worker named 'w' is already running on this queue; give this one another --name (or stop that one first)\n")
+        XCTAssertEqual(try q.workers().map(\.name), ["w/0"])
+        kill(first.0.processIdentifier, SIGKILL)
+        _ = finish(first)
+        let third = try start(["worker", "--once", "--name", "w"])
+        let thirdText = finish(third)
+        XCTAssertEqual(third.0.terminationStatus, 0, thirdText)
+    }
+
     /// The dashboard's Retry of that job does the same as `queue retry`: the original comes
     /// back from Failed/ (it stayed there, and the retried job failed at once).
     func testTheDashboardsRetryGetsAWatchFolderJobsOriginalBack() throws {
