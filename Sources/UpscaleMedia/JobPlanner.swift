@@ -273,13 +273,13 @@ public enum JobPlanner {
                 notices.append("'\(input)' is shown at \(Int(display.width.rounded()))x\(Int(display.height.rounded())); \(shown.width)x\(shown.height) stretches it to another shape (give only --width or --height to keep its shape)")
             }
         }
-        // No larger than it is shown: said (a mistyped --width or a --scale under 1 ran as asked
-        // without a word).
+        // Not enlarged: said of the same size, and of a --scale of 1 or less (they ran without a
+        // word). A smaller --width or --height is a size asked for, and the summary gives it.
         let before = (width: Int(display.width.rounded()), height: Int(display.height.rounded()))
         if shown.width == before.width && shown.height == before.height {
             notices.append("'\(input)' stays \(shown.width)x\(shown.height): nothing is enlarged, the video is only re-encoded")
-        } else if shown.width <= before.width && shown.height <= before.height {
-            notices.append("'\(input)' is shown at \(before.width)x\(before.height); \(shown.width)x\(shown.height) makes it smaller (Lanczos only)")
+        } else if let scale = options.scale, scale < 1 {
+            notices.append("'\(input)' is shown at \(before.width)x\(before.height); --scale \(scale) makes it smaller, \(shown.width)x\(shown.height) (Lanczos only)")
         }
         // Sizes are as displayed; a picture stored sideways (rotation 90/270) is scaled as stored.
         // Non-square pixels are kept: the stored width is the displayed width over the pixel aspect.

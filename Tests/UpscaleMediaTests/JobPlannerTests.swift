@@ -69,8 +69,9 @@ final class JobPlannerTests: XCTestCase {
         // Not enlarged: said (a --scale under 1 or a mistyped --width ran without a word).
         XCTAssertEqual(try JobPlanner.plan(input: street, options: UpscaleOptions(scale: 1)).notices,
                        ["'\(street)' stays 768x576: nothing is enlarged, the video is only re-encoded"])
-        XCTAssertEqual(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 384)).notices,
-                       ["'\(street)' is shown at 768x576; 384x288 makes it smaller (Lanczos only)"])
+        XCTAssertEqual(try JobPlanner.plan(input: street, options: UpscaleOptions(scale: 0.5)).notices,
+                       ["'\(street)' is shown at 768x576; --scale 0.5 makes it smaller, 384x288 (Lanczos only)"])
+        XCTAssertTrue(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 384)).notices.isEmpty)
         XCTAssertTrue(try JobPlanner.plan(input: street, options: UpscaleOptions(width: 770)).notices.isEmpty)
         let avi = try JobPlanner.plan(input: dir.appendingPathComponent("street-mjpeg.avi").path, options: UpscaleOptions())
         XCTAssertEqual(URL(fileURLWithPath: avi.output).lastPathComponent, "street-mjpeg Upscaled.mov")
