@@ -37,7 +37,9 @@ public struct HDRMetadata: Sendable, Equatable {
     init?(mastering: UnsafeRawPointer?, light: UnsafeRawPointer?) {
         if let mastering {
             let m = mastering.assumingMemoryBound(to: AVMasteringDisplayMetadata.self).pointee
-            if m.has_primaries != 0 || m.has_luminance != 0 {
+            // Both halves or none: x265's master-display takes them together, and the half a
+            // source lacked was written as zeros (a white point of (0,0), a peak of 0 nits).
+            if m.has_primaries != 0 && m.has_luminance != 0 {
                 func chroma(_ q: AVRational) -> Int { q.den == 0 ? 0 : Int((q.double * 50_000).rounded()) }
                 func luma(_ q: AVRational) -> Int { q.den == 0 ? 0 : Int((q.double * 10_000).rounded()) }
                 // AVMasteringDisplayMetadata orders primaries R, G, B.

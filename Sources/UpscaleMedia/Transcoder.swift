@@ -78,6 +78,60 @@ public final class Transcoder {
         case subtitles(SubtitleTranscoder, output: Int)
     }
 
+    /// The HDR10 metadata of `path`'s video: its first frame's and its container's for a file,
+    /// the container's alone for a pipe or device (opened twice, stdin's second reader began
+    /// mid-stream and a FIFO's blocked for good).
+    static func hdrMetadata(_ path: String, stream: UnsafeMutablePointer<AVStream>) throws -> HDRMetadata? {
+        HeadStart.readableTwice(path) ? try HDRMetadata.firstFrame(of: path) : HDRMetadata(frame: nil, stream: stream)
+    }
+
+    /// What the output will lose of `job`'s input, one line each: depth, colour resolution,
+    /// HDR10 metadata.
+    static func lossNotes(job: Job, decoder: VideoDecoder, stream: UnsafeMutablePointer<AVStream>, hdr: HDRMetadata?) -> [String] {
+        var notes: [String] = []
+        let codec = job.encoder.codec
+        if decoder.highBitDepth && codec == .h264 { notes.append("'\(job.input)': H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
+        // Screen recordings and animation lost half their colour resolution with no word.
+        if decoder.reducesChroma {
+            notes.append("'\(job.input)' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0, with half of it (only 10-bit and deeper sources keep 4:2:2 and 4:4:4)")
+        }
+        let format = av_pix_fmt_desc_get(AVPixelFormat(rawValue: stream.pointee.codecpar.pointee.format))
+        let depth = format.map { Int($0.pointee.comp.0.depth) } ?? 8
+        // ProRes is written as 422 (apcn) at 10 bits: a 4444 or 12-bit master lost its colour
+        // resolution and depth with no word. (With alpha it is 4444, and keeps it.)
+        if codec == .prores && !job.keepsAlpha, let format {
+            let fuller = format.pointee.nb_components >= 3 && format.pointee.log2_chroma_w == 0 && format.pointee.log2_chroma_h == 0
+            if depth > 10 || fuller {
+                let what = [depth > 10 ? "\(depth)-bit" : nil, fuller ? "full colour resolution (4:4:4 or RGB)" : nil].compactMap { $0 }
+                // FFV1 keeps 4:4:4 at 10 bits: no way to keep 12 (it said "use --codec ffv1 to keep it all").
+                let keep = fuller ? " (--codec ffv1 keeps full colour resolution\(depth > 10 ? ", at 10 bits" : ""))" : ""
+                notes.append("'\(job.input)' is \(what.joined(separator: " with ")); --codec prores writes ProRes 422 at 10 bits\(keep)")
+            }
+        } else if depth > 10 && codec != .h264 {
+            // 12- and 16-bit sources become 10-bit without a word.
+            notes.append("'\(job.input)' is \(depth)-bit; the output is 10-bit")
+        }
+        // Only x265 writes them; the output was HDR10 without them, with no word. Said only
+        // where the source has them (it was said of every PQ source).
+        if codec != .hevc, hdr != nil {
+            notes.append("'\(job.input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this \(codec.rawValue) output keeps the PQ and BT.2020 tags without them")
+        }
+        if codec == .hevc, hdr == nil, decoder.color.transfer == AVCOL_TRC_SMPTE2084, !HeadStart.readableTwice(job.input) {
+            notes.append("'\(job.input)' is PQ video read from a pipe: HDR10 metadata in its pictures cannot be read ahead, and the output keeps the PQ and BT.2020 tags without it (give the file itself to keep it)")
+        }
+        return notes
+    }
+
+    /// The same for a job run in chunks, said once by `ChunkedJob` before its chunks run.
+    public static func lossNotes(for job: Job) throws -> [String] {
+        MediaLibrary.configure()
+        let input = try InputFile(path: job.input)
+        let stream = input.stream(try input.videoStreamIndex())
+        let decoder = try VideoDecoder(stream: stream, path: job.input, threads: 1, keepAlpha: job.keepsAlpha)
+        let hdr = decoder.color.transfer == AVCOL_TRC_SMPTE2084 ? try hdrMetadata(job.input, stream: stream) : nil
+        return lossNotes(job: job, decoder: decoder, stream: stream, hdr: hdr)
+    }
+
     public func run(cancel: CancellationFlag = CancellationFlag(),
                     progress: @escaping (TranscodeProgress) -> Void = { _ in }) throws -> TranscodeSummary {
         MediaLibrary.configure()
@@ -107,28 +161,15 @@ public final class Transcoder {
         let frameRate = FrameGrid.nominal(av_guess_frame_rate(input.context, videoStream, nil))
         // 10-bit sources stay 10-bit where the codec takes it (H.264 output stays 8-bit).
         let tenBit = decoder.highBitDepth && job.encoder.codec != .h264
-        if decoder.highBitDepth && !tenBit { logger.notice("H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
-        // Screen recordings and animation lost half their colour resolution with no word.
-        if decoder.reducesChroma && chunk == nil {
-            logger.notice("'\(job.input)' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0, with half of it (only 10-bit and deeper sources keep 4:2:2 and 4:4:4)")
-        }
-        // ProRes is written as 422 (apcn) at 10 bits: a 4444 or 12-bit master lost its colour
-        // resolution and depth with no word. (With alpha it is 4444, and keeps it.)
-        if job.encoder.codec == .prores && chunk == nil && !job.keepsAlpha,
-           let format = av_pix_fmt_desc_get(AVPixelFormat(rawValue: videoStream.pointee.codecpar.pointee.format)) {
-            let deeper = format.pointee.comp.0.depth > 10
-            let fuller = format.pointee.nb_components >= 3 && format.pointee.log2_chroma_w == 0 && format.pointee.log2_chroma_h == 0
-            if deeper || fuller {
-                let what = [deeper ? "\(format.pointee.comp.0.depth)-bit" : nil, fuller ? "full colour resolution (4:4:4 or RGB)" : nil].compactMap { $0 }
-                logger.notice("'\(job.input)' is \(what.joined(separator: " with ")); --codec prores writes ProRes 422 at 10 bits (use --codec ffv1 to keep it all)")
-            }
-        }
-        // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and decode.
-        let hdr = job.encoder.codec == .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084
-            ? try HDRMetadata.firstFrame(of: job.input) : nil
-        if job.encoder.codec != .hevc && decoder.color.transfer == AVCOL_TRC_SMPTE2084 && chunk == nil {
-            // Only x265 writes them; the output was HDR10 without them, with no word.
-            logger.notice("'\(job.input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this \(job.encoder.codec.rawValue) output keeps the PQ and BT.2020 tags without them")
+        // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and
+        // decode. A pipe or device cannot be opened twice: its container's metadata alone (the
+        // frames' own is in the first picture, which the encoder is opened before).
+        let pq = decoder.color.transfer == AVCOL_TRC_SMPTE2084
+        let hdr = pq && (job.encoder.codec == .hevc || chunk == nil) ? try Self.hdrMetadata(job.input, stream: videoStream) : nil
+        // What the output loses, said once per job: here for a job in one piece, by `ChunkedJob`
+        // (`lossNotes(for:)`) for one in chunks (each chunk said them, or none did).
+        if chunk == nil {
+            for line in Self.lossNotes(job: job, decoder: decoder, stream: videoStream, hdr: hdr) { logger.notice("\(line)") }
         }
         var encoder: VideoEncoder?
         var lastError: Error?

@@ -272,6 +272,9 @@ public final class ChunkedJob {
         }
         let job = pinned
         PartialFile.removeStale(in: workFolder)
+        // What the output loses (depth, colour resolution, HDR10 metadata), said once: the chunks
+        // do not say it (each would, or a resumed run's reused ones would not).
+        for line in (try? Transcoder.lossNotes(for: job)) ?? [] { logger.notice("\(line)") }
 
         // What an earlier run left: finished chunks are kept when their file is intact.
         var reused = 0, reusedFrames = 0

@@ -539,6 +539,38 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(info.streams.count, 2)
     }
 
+    /// PQ video read from a named pipe: the HDR10 metadata was read ahead by opening the path a
+    /// second time, which blocked for good on a FIFO (and began mid-stream on /dev/stdin: "not
+    /// a media file"). It runs, keeps the PQ tags and says what it cannot keep.
+    func testPQVideoFromAPipeRunsAndSaysItsMetadataCannotBeReadAhead() throws {
+        let dir = try workspace(["street-hdr10.mp4"])
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipes"), withIntermediateDirectories: true)
+        let mkv = dir.appendingPathComponent("clip.mkv").path
+        try Remuxer.copy(dir.appendingPathComponent("street-hdr10.mp4").path, to: mkv)
+        let pipe = dir.appendingPathComponent("pipes/clip.mkv").path
+        XCTAssertEqual(mkfifo(pipe, 0o644), 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: mkv))
+        let writer = Thread {
+            signal(SIGPIPE, SIG_IGN)
+            let fd = open(pipe, O_WRONLY)
+            guard fd >= 0 else { return }
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        writer.start()
+        let (process, out, err) = try launch(["pipes/clip.mkv", "--preset", "ultrafast", "--no-refine", "-o", "out.mkv"], in: dir)
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(50_000) }
+        if process.isRunning { process.terminate() }
+        _ = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, stderr)
+        XCTAssertTrue(stderr.contains("'pipes/clip.mkv' is PQ video read from a pipe: HDR10 metadata in its pictures cannot be read ahead"), stderr)
+        let video = try XCTUnwrap(try MediaProbe.info(dir.appendingPathComponent("out.mkv").path).video)
+        XCTAssertEqual([video.colorTransfer, video.colorPrimaries, video.pixelFormat], ["smpte2084", "bt2020", "yuv420p10le"])
+    }
+
     /// HDR10 into another codec than HEVC says its mastering metadata is not kept (only x265
     /// writes it): the output was HDR10 without it, with no word.
     func testHDR10IntoAnotherCodecSaysItsMetadataIsNotKept() throws {

@@ -170,6 +170,21 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertFalse(other.stderr.contains("resuming: "), other.stderr)
     }
 
+    /// What the output loses is said once for a job run in chunks: the H.264 note was said by
+    /// every chunk, and the others by none (HDR10 metadata, depth, colour resolution).
+    func testAChunkedRunSaysWhatItLosesOnce() throws {
+        let dir = try workspace()
+        // ProRes (every picture a keyframe, 10-bit) as the source.
+        let made = try run([source, "-o", "master.mov", "--codec", "prores", "--scale", "1", "--no-refine", "--chunk-seconds", "0"], in: dir)
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let result = try run(["master.mov", "-o", "chunked.mp4", "--codec", "h264", "--preset", "ultrafast", "--scale", "1",
+                              "--no-refine", "--chunk-seconds", "0.5"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stderr.components(separatedBy: "H.264 output is 8-bit").count - 1, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("note: 'master.mov': H.264 output is 8-bit; use --codec hevc to keep 10 bits"), result.stderr)
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
+    }
+
     /// Chunks whose ledger is gone are redone, and the note says why (it said "made with other
     /// settings", as for a real change of settings).
     func testChunksWithoutTheirLedgerAreRedoneAndTheNoteSaysWhy() throws {

@@ -2,7 +2,7 @@ import CFFmpeg
 import Foundation
 import Logging
 import UpscaleCore
-import UpscaleMedia
+@testable import UpscaleMedia
 import XCTest
 
 final class TranscoderTests: XCTestCase {
@@ -228,6 +228,47 @@ final class TranscoderTests: XCTestCase {
             let kept = try XCTUnwrap(try HDRMetadata.firstFrame(of: job.output), name)
             XCTAssertEqual(kept.x265Parameters, metadata.x265Parameters, name)
         }
+    }
+
+    /// The HDR10 note is said of a source that has the metadata (it was said of every PQ
+    /// source); the H.264 note names its file.
+    func testTheLossNotesSayOnlyWhatIsLost() throws {
+        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let input = dir.appendingPathComponent("street-hdr10.mp4").path
+        let bare = dir.appendingPathComponent("bare.mkv").path
+        _ = try run(input, UpscaleOptions(width: 384, output: bare, encoder: EncoderSettings(codec: .ffv1)))
+        XCTAssertEqual(try MediaProbe.info(bare).video?.colorTransfer, "smpte2084")
+        let hdrNote = "is HDR10: its mastering-display and light-level metadata are written with --codec hevc only"
+        func notes(_ path: String, _ codec: VideoCodec) throws -> [String] {
+            try Transcoder.lossNotes(for: JobPlanner.plan(input: path, options: UpscaleOptions(output: dir.appendingPathComponent("x.mkv").path,
+                                                                                              encoder: EncoderSettings(codec: codec), overwrite: true)))
+        }
+        XCTAssertTrue(try notes(input, .ffv1).contains { $0.contains(hdrNote) })
+        XCTAssertEqual(try notes(bare, .ffv1), [])
+        XCTAssertEqual(try notes(input, .hevc), [])
+        XCTAssertEqual(try notes(input, .h264), ["'\(input)': H.264 output is 8-bit; use --codec hevc to keep 10 bits",
+                                                 "'\(input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this h264 output keeps the PQ and BT.2020 tags without them"])
+    }
+
+    /// Half a mastering display (primaries without luminance, or luminance alone) is left out
+    /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
+    /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
+    func testHalfAMasteringDisplayIsLeftOut() throws {
+        var m = AVMasteringDisplayMetadata()
+        m.max_luminance = AVRational(num: 1000, den: 1)
+        m.min_luminance = AVRational(num: 1, den: 10_000)
+        m.has_luminance = 1
+        var light = AVContentLightMetadata(MaxCLL: 800, MaxFALL: 300)
+        let lumaOnly = withUnsafePointer(to: &m) { mp in withUnsafePointer(to: &light) { HDRMetadata(mastering: UnsafeRawPointer(mp), light: UnsafeRawPointer($0)) } }
+        XCTAssertEqual(lumaOnly?.x265Parameters, "max-cll=800,300")
+        XCTAssertNil(withUnsafePointer(to: &m) { HDRMetadata(mastering: UnsafeRawPointer($0), light: nil) })
+        m.has_primaries = 1
+        m.display_primaries = ((AVRational(num: 34000, den: 50000), AVRational(num: 16000, den: 50000)),
+                               (AVRational(num: 13250, den: 50000), AVRational(num: 34500, den: 50000)),
+                               (AVRational(num: 7500, den: 50000), AVRational(num: 3000, den: 50000)))
+        m.white_point = (AVRational(num: 15635, den: 50000), AVRational(num: 16450, den: 50000))
+        let whole = withUnsafePointer(to: &m) { HDRMetadata(mastering: UnsafeRawPointer($0), light: nil) }
+        XCTAssertEqual(whole?.x265Parameters, "master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)")
     }
 
     func testTenBitHDR10StaysTenBitWithItsMetadata() throws {
