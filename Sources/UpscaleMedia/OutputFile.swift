@@ -48,6 +48,13 @@ final class OutputFile {
     var muxerName: String { String(cString: context.pointee.oformat.pointee.name) }
 
     /// Whether a stream of `codec` can be copied into this container as it is.
+    /// Whether a file of extension `ext` could take a stream of `parameters`' codec (FFmpeg's
+    /// codec query alone), for a note's advice.
+    static func muxer(_ ext: String, holds parameters: UnsafePointer<AVCodecParameters>) -> Bool {
+        guard let name = UpscaleMedia.muxerName(forExtension: ext), let format = av_guess_format(name, nil, nil) else { return false }
+        return avformat_query_codec(format, parameters.pointee.codec_id, FF_COMPLIANCE_NORMAL) == 1
+    }
+
     func canHold(_ codec: AVCodecID) -> Bool {
         // The mov muxer shares its tag table with mp4, so FFmpeg's query says yes to
         // audio codecs it then refuses in .mov at header time.

@@ -327,6 +327,11 @@ public final class Transcoder {
                 // Nothing of it could be read (a file cut off before its first audio frame):
                 // neither copy nor AAC can describe it, and failing the picture for it helps no one.
                 logger.notice("audio stream \(i) (\(codecName)) has no readable audio (no sample rate or channels found); not copied")
+            case AVMEDIA_TYPE_AUDIO where !output.canHold(par) && avcodec_find_decoder(par.pointee.codec_id) == nil:
+                // Neither copied nor decodable (a codec this FFmpeg does not know): that track is
+                // left out, not the whole job ("no decoder for its none audio", nothing written).
+                let what = par.pointee.codec_id == AV_CODEC_ID_NONE ? "an unknown codec" : codecName
+                logger.notice("audio stream \(i) (\(what)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension) and this FFmpeg cannot decode it; not copied")
             case AVMEDIA_TYPE_AUDIO:
                 if output.canHold(par) {
                     routes[i] = .copy(output: try output.addCopiedStream(from: s))
@@ -355,7 +360,10 @@ public final class Transcoder {
                     routes[i] = .subtitles(t, output: out)
                     logger.notice("subtitle stream \(i) (\(codecName)) converted to \(String(cString: avcodec_get_name(target))) for .\(URL(fileURLWithPath: job.output).pathExtension)")
                 } else {
-                    logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied (use .mkv to keep it)")
+                    // Where it can go: .mkv takes every subtitle codec, .mp4 the bitmap ones too.
+                    let homes = ["mp4", "mkv"].filter { $0 != URL(fileURLWithPath: job.output).pathExtension.lowercased() && OutputFile.muxer($0, holds: par) }
+                    let keep = homes.isEmpty ? "" : " (use \(homes.map { "." + $0 }.joined(separator: " or ")) to keep it)"
+                    logger.notice("subtitle stream \(i) (\(codecName)) cannot go in .\(URL(fileURLWithPath: job.output).pathExtension); not copied\(keep)")
                 }
             case AVMEDIA_TYPE_ATTACHMENT:
                 // Matroska's attachments: the fonts an ASS track is drawn with, notes (FFmpeg reads

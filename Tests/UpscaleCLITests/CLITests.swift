@@ -571,6 +571,26 @@ final class CLITests: XCTestCase {
         XCTAssertEqual([video.colorTransfer, video.colorPrimaries, video.pixelFormat], ["smpte2084", "bt2020", "yuv420p10le"])
     }
 
+    /// An audio track that can be neither copied nor decoded (a codec this FFmpeg does not
+    /// know) is left out with a note naming it; it failed the whole job ("no decoder for its
+    /// none audio") and nothing was written.
+    func testAnUnknownAudioTrackIsLeftOutNotTheJob() throws {
+        let dir = try workspace(["street-vp9-vorbis.webm"])
+        var bytes = try Data(contentsOf: dir.appendingPathComponent("street-vp9-vorbis.webm"))
+        let codecID = try XCTUnwrap(bytes.range(of: Data("A_VORBIS".utf8)))
+        bytes.replaceSubrange(codecID, with: Data("A_ZORBIS".utf8))
+        try bytes.write(to: dir.appendingPathComponent("odd.mkv"))
+        for output in ["odd-out.mkv", "odd-out.mp4"] {
+            let result = try upscale(["odd.mkv", "--width", "384", "--preset", "ultrafast", "-o", output], in: dir)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let ext = URL(fileURLWithPath: output).pathExtension
+            XCTAssertTrue(result.stderr.contains("note: audio stream 1 (an unknown codec) cannot go in .\(ext) and this FFmpeg cannot decode it; not copied"), result.stderr)
+            let info = try MediaProbe.info(dir.appendingPathComponent(output).path)
+            XCTAssertEqual(info.streams.map(\.kind), [.video], output)
+            XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent(output).path, stream: 0).count, 15, output)
+        }
+    }
+
     /// HDR10 into another codec than HEVC says its mastering metadata is not kept (only x265
     /// writes it): the output was HDR10 without it, with no word.
     func testHDR10IntoAnotherCodecSaysItsMetadataIsNotKept() throws {
