@@ -27,6 +27,16 @@ public struct TranscodeSummary: Sendable {
     public let audioTranscoded: Int
     /// A chunk's content hash (`ContentHash` of its file); 0 for whole outputs.
     public var checksum: UInt64 = 0
+    /// The video carried closed captions in its pictures (A/53), which the output does not.
+    public var droppedCaptions = false
+}
+
+extension Transcoder {
+    /// The note for captions carried inside the pictures (CEA-608/708 in A/53 user data):
+    /// they were dropped without a word (`ffmpeg -c copy` keeps them; x265 here cannot write them).
+    public static func captionsNote(_ input: String) -> String {
+        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — extract them first to keep them (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
+    }
 }
 
 /// Where the encoding stage writes packets: the output container, or a chunk file.
@@ -251,6 +261,7 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
+            if decoder.sawCaptions { logger.notice("\(Self.captionsNote(job.input))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
                                     encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
@@ -467,8 +478,10 @@ public final class Transcoder {
                 throw UpscaleError(.processing, "'\(job.input)': chunk \(chunk.range.index + 1) has \(frames) frames, the source \(chunk.range.frames) in its range; the file's timestamps are irregular — run it with --chunk-seconds 0 (one piece)")
             }
             let checksum = try output.finish()
-            return TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
-                                    encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
+            var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
+                                           encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
+            summary.droppedCaptions = decoder.sawCaptions
+            return summary
         } catch {
             output.abandon()
             throw error

@@ -326,6 +326,9 @@ final class VideoDecoder {
         try feed(packet, make: make, emit: emit)
     }
 
+    /// Whether a picture carried closed captions (A/53 user data), which are not passed on.
+    private(set) var sawCaptions = false
+
     /// Whether the first packet was looked at by `startsAtRecoveryPoint`.
     private var firstPacketSeen = false
 
@@ -427,6 +430,7 @@ final class VideoDecoder {
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
             throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
         }
+        if !sawCaptions && av_frame_get_side_data(frame, AV_FRAME_DATA_A53_CC) != nil { sawCaptions = true }
         if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
             throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
         }

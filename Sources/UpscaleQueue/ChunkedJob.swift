@@ -337,6 +337,8 @@ public final class ChunkedJob {
                             meter.update(worker: worker, frames: p.framesDone)
                         }
                         try ledger.done(range.index, checksum: summary.checksum)
+                        // Kept in the ledger: a resumed run that only joins says it too.
+                        if summary.droppedCaptions { try ledger.setValue("captions", "dropped") }
                         try ledger.recordEncoder(summary.encoderName, settings: settingsKey(resolved: summary.encoderName))
                         meter.finish(worker: worker, frames: range.frames)
                         countLock.lock()
@@ -393,6 +395,7 @@ public final class ChunkedJob {
             if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
+        if (try? ledger.value("captions")) == "dropped" { logger.notice("\(Transcoder.captionsNote(job.input))") }
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         if TestHook.current == .stallAfterJoin { TestHook.stallForever() }
         try? fm.removeItem(atPath: workFolder)
@@ -466,3 +469,4 @@ private final class ChunkMeter: @unchecked Sendable {
         lock.unlock()
     }
 }
+

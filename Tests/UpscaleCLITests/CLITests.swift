@@ -591,6 +591,23 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// Closed captions carried inside the pictures (CEA-608 in A/53 user data) are not kept,
+    /// and that is said once, in one piece and in chunks; they went without a word.
+    func testCaptionsInsideThePicturesAreSaidToBeLost() throws {
+        let dir = try workspace(["street-captions.mp4"])
+        let note = "note: 'street-captions.mp4' carries closed captions inside its video (CEA-608/708); the upscaled video does not"
+        for (output, chunks) in [("one.mp4", "0"), ("chunked.mp4", "1")] {
+            let result = try upscale(["street-captions.mp4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", chunks, "-o", output], in: dir)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stderr.components(separatedBy: note).count - 1, 1, result.stderr)
+            XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent(output).path, stream: 0).count, 80, output)
+        }
+        // A clip without them says nothing of them.
+        let plain = try upscale(["one.mp4", "--preset", "ultrafast", "--no-refine", "-o", "again.mp4"], in: dir)
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertFalse(plain.stderr.contains("closed captions"), plain.stderr)
+    }
+
     /// HDR10 into another codec than HEVC says its mastering metadata is not kept (only x265
     /// writes it): the output was HDR10 without it, with no word.
     func testHDR10IntoAnotherCodecSaysItsMetadataIsNotKept() throws {
