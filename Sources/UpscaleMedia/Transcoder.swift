@@ -100,7 +100,12 @@ public final class Transcoder {
     static func lossNotes(job: Job, decoder: VideoDecoder, stream: UnsafeMutablePointer<AVStream>, hdr: HDRMetadata?) -> [String] {
         var notes: [String] = []
         let codec = job.encoder.codec
-        if decoder.highBitDepth && codec == .h264 { notes.append("'\(job.input)': H.264 output is 8-bit; use --codec hevc to keep 10 bits") }
+        if decoder.highBitDepth && codec == .h264 {
+            // A deep 4:2:2/4:4:4 (or RGB) source loses its colour resolution too.
+            let layout = decoder.deepLayout == .yuv420 ? "" : " 4:2:0"
+            let keep = decoder.deepLayout == .yuv420 ? "10 bits" : "10 bits and full colour resolution"
+            notes.append("'\(job.input)': H.264 output is 8-bit\(layout); use --codec hevc to keep \(keep)")
+        }
         // Screen recordings and animation lost half their colour resolution with no word.
         if decoder.reducesChroma {
             notes.append("'\(job.input)' is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0, with half of it (only 10-bit and deeper sources keep 4:2:2 and 4:4:4)")
