@@ -276,7 +276,7 @@ public enum JobPlanner {
         // Not enlarged: said of the same size, and of a --scale of 1 or less (they ran without a
         // word). A smaller --width or --height is a size asked for, and the summary gives it.
         let before = (width: Int(display.width.rounded()), height: Int(display.height.rounded()))
-        if shown.width == before.width && shown.height == before.height {
+        if (shown.width == before.width && shown.height == before.height) || options.scale == 1 {
             notices.append("'\(input)' stays \(shown.width)x\(shown.height): nothing is enlarged, the video is only re-encoded")
         } else if let scale = options.scale, scale < 1 {
             notices.append("'\(input)' is shown at \(before.width)x\(before.height); --scale \(scale) makes it smaller, \(shown.width)x\(shown.height) (Lanczos only)")

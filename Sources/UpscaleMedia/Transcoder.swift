@@ -103,7 +103,7 @@ public final class Transcoder {
         if decoder.highBitDepth && codec == .h264 {
             // A deep 4:2:2/4:4:4 (or RGB) source loses its colour resolution too.
             let layout = decoder.deepLayout == .yuv420 ? "" : " 4:2:0"
-            let keep = decoder.deepLayout == .yuv420 ? "10 bits" : "10 bits and full colour resolution"
+            let keep = decoder.deepLayout == .yuv420 ? "10 bits" : "10 bits and \(decoder.deepLayout == .yuv422 ? "4:2:2" : "4:4:4")"
             notes.append("'\(job.input)': H.264 output is 8-bit\(layout); use --codec hevc to keep \(keep)")
         }
         // Screen recordings and animation lost half their colour resolution with no word.

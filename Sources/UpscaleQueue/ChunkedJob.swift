@@ -80,21 +80,19 @@ final class ChunkLedger {
         }
     }
 
-    func done(_ index: Int, checksum: UInt64) throws {
-        try locked {
-            _ = try db.query("UPDATE chunks SET state = 'done', checksum = ?, error = NULL WHERE idx = ?",
-                             [Int64(bitPattern: checksum), index])
-        }
-    }
-
-    /// The encoder the first finished chunk was made with, and the settings key that names it
-    /// (see `ChunkedJob.settingsKey`); later calls change nothing.
-    func recordEncoder(_ name: String, settings: String) throws {
+    /// A chunk finished: its checksum; the encoder the first finished chunk was made with and
+    /// the settings key that names it (see `ChunkedJob.settingsKey`; later chunks change
+    /// neither); whether its pictures carried captions the output drops.
+    func done(_ index: Int, checksum: UInt64, encoder: String, settings: String, droppedCaptions: Bool) throws {
         try locked {
             try db.transaction {
-                guard try db.query("SELECT value FROM meta WHERE key = 'encoder'").isEmpty else { return }
-                _ = try db.query("INSERT INTO meta(key, value) VALUES('encoder', ?)", [name])
-                _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('settings', ?)", [settings])
+                _ = try db.query("UPDATE chunks SET state = 'done', checksum = ?, error = NULL WHERE idx = ?",
+                                 [Int64(bitPattern: checksum), index])
+                if try db.query("SELECT value FROM meta WHERE key = 'encoder'").isEmpty {
+                    _ = try db.query("INSERT INTO meta(key, value) VALUES('encoder', ?)", [encoder])
+                    _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('settings', ?)", [settings])
+                }
+                if droppedCaptions { _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('captions', 'dropped')") }
             }
         }
     }
@@ -164,10 +162,10 @@ public final class ChunkedJob {
     /// `--encoder libx265` where `auto` made the chunks with libx265) is the same setting: a
     /// resume with it started over. `resolved` is the encoder the finished chunks were made
     /// with (the ledger's `encoder`), used where this run's `--encoder` allows it.
-    func settingsKey(resolved: String?) -> String {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: job.input)
-        let size = (attributes?[.size] as? NSNumber)?.int64Value ?? -1
-        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+    /// `input`: the input as the run found it at its start (a key made later, when the first
+    /// chunk is recorded, would name a version saved over it meanwhile).
+    func settingsKey(resolved: String?, input: stat) -> String {
+        let size = Int64(input.st_size), modified = input.modificationTime
         let e = job.encoder
         let encoder = Self.effectiveEncoder(e, resolved: resolved)
         let crf: String
@@ -235,7 +233,7 @@ public final class ChunkedJob {
             let existing = try? ChunkLedger(path: ledgerPath)
             let recorded = (try? existing?.value("encoder")) ?? nil
             let stored = (try? existing?.value("settings")) ?? nil
-            let matches = stored != nil && stored == settingsKey(resolved: recorded)
+            let matches = stored != nil && stored == settingsKey(resolved: recorded, input: original)
             if !resume || !matches {
                 let names = (try? fm.contentsOfDirectory(atPath: workFolder)) ?? []
                 // Said as it is: other settings, or chunks whose ledger is gone or unreadable (that
@@ -262,14 +260,13 @@ public final class ChunkedJob {
                 return nil
             }
             try ledger.insert(plan)
-            try ledger.setValue("settings", settingsKey(resolved: nil))
+            try ledger.setValue("settings", settingsKey(resolved: nil, input: original))
         }
         // HEVC `auto` keeps the encoder the finished chunks were made with: a resume on a
         // machine where another one now opens (a GPU added or gone) made chunks the join refuses.
+        let pinnedEncoder = self.job.encoder.codec == .hevc && self.job.encoder.hevcEncoder == nil ? try ledger.value("encoder") : nil
         var pinned = self.job
-        if pinned.encoder.codec == .hevc, pinned.encoder.hevcEncoder == nil, let made = try ledger.value("encoder") {
-            pinned.encoder.hevcEncoder = made
-        }
+        if let made = pinnedEncoder { pinned.encoder.hevcEncoder = made }
         let job = pinned
         PartialFile.removeStale(in: workFolder)
         // What the output loses (depth, colour resolution, HDR10 metadata), said once: the chunks
@@ -336,10 +333,11 @@ public final class ChunkedJob {
                         let summary = try Transcoder(job: part, logger: logger).run(cancel: stop) { p in
                             meter.update(worker: worker, frames: p.framesDone)
                         }
-                        try ledger.done(range.index, checksum: summary.checksum)
-                        // Kept in the ledger: a resumed run that only joins says it too.
-                        if summary.droppedCaptions { try ledger.setValue("captions", "dropped") }
-                        try ledger.recordEncoder(summary.encoderName, settings: settingsKey(resolved: summary.encoderName))
+                        // Done, with the encoder it was made with and whether captions were dropped
+                        // (a resumed run that only joins says so too), in one transaction.
+                        try ledger.done(range.index, checksum: summary.checksum, encoder: summary.encoderName,
+                                        settings: settingsKey(resolved: summary.encoderName, input: original),
+                                        droppedCaptions: summary.droppedCaptions)
                         meter.finish(worker: worker, frames: range.frames)
                         countLock.lock()
                         encoded += 1
@@ -349,7 +347,13 @@ public final class ChunkedJob {
                         try? ledger.requeue(range.index, error: "\(error)")
                         // A chunk that failed on its input ("does not exist") may have met the
                         // file going or changing: that is said instead.
-                        if (error as? UpscaleError)?.kind != .cancelled { failure.record(inputChange(from: original, ledger: ledger) ?? error) }
+                        if let made = pinnedEncoder, let e = error as? UpscaleError, e.message.hasPrefix("the \(made) encoder is not available here") {
+                            // `auto` kept the encoder the last run's chunks were made with; it does not
+                            // open now (a GPU gone, its sessions taken). Its chunks are kept.
+                            failure.record(UpscaleError(.output, "the finished chunks in '\(workFolder)' were made with \(made), which does not open here now; run where it does to resume, or add --no-resume to start over with this machine's encoder"))
+                        } else if (error as? UpscaleError)?.kind != .cancelled {
+                            failure.record(inputChange(from: original, ledger: ledger) ?? error)
+                        }
                         stop.cancel()
                         return
                     }
@@ -380,7 +384,10 @@ public final class ChunkedJob {
         }
         let joined: TranscodeSummary
         do {
-            joined = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+            // Named as the chunks were made (a fresh `auto` run's summary said libx265 of NVENC chunks).
+            var joining = job
+            if joining.encoder.codec == .hevc, joining.encoder.hevcEncoder == nil { joining.encoder.hevcEncoder = try? ledger.value("encoder") }
+            joined = try Transcoder(job: joining, logger: logger).join(chunks: paths, cancel: cancel)
         } catch let error as UpscaleError where error.kind == .cancelled || error.kind == .output {
             // The chunks stay for the next run, which only joins them: said, as when a chunk
             // is stopped (the join's own line offered another --output folder, whose run

@@ -50,6 +50,22 @@ final class CLITests: XCTestCase {
         return (process, out, err)
     }
 
+    /// Makes `pipe` a named pipe and writes `file`'s bytes into it from another thread, as a
+    /// recorder or `cat` would.
+    private func feed(_ file: String, throughFIFO pipe: String) throws {
+        XCTAssertEqual(mkfifo(pipe, 0o644), 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        let writer = Thread {
+            // Blocks until upscale opens the pipe; a reader that ends early ends the write (EPIPE).
+            signal(SIGPIPE, SIG_IGN)
+            let fd = open(pipe, O_WRONLY)
+            guard fd >= 0 else { return }
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        writer.start()
+    }
+
     @discardableResult
     private func upscale(_ arguments: [String], in dir: URL, environment: [String: String] = [:]) throws -> Result {
         let (process, out, err) = try launch(arguments, in: dir, environment: environment)
@@ -131,7 +147,7 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(result.stdout.hasPrefix("Wrote "), result.stdout)
         XCTAssertEqual(listing(dir), ["street-mjpeg Upscaled.mov", "street-mjpeg.avi"])
         // A job shorter than the interval prints no progress line at all.
-        let short = try upscale(arguments, in: dir)
+        let short = try upscale(arguments, in: dir, environment: ["UPSCALE_PROGRESS_SECONDS": "60"])
         XCTAssertEqual(short.status, 0, short.stderr)
         XCTAssertFalse(short.stderr.contains("street-mjpeg.avi: ") || short.stdout.contains("fps,"), short.stderr + short.stdout)
     }
@@ -168,18 +184,8 @@ final class CLITests: XCTestCase {
         let ts = dir.appendingPathComponent("clip.ts").path
         try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts)
         let pipe = dir.appendingPathComponent("pipes/clip.ts").path
-        XCTAssertEqual(mkfifo(pipe, 0o644), 0)
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: ts))
+        try feed(ts, throughFIFO: pipe)
         try FileManager.default.removeItem(atPath: ts)
-        let writer = Thread {
-            // Blocks until upscale opens the pipe; a reader that ends early ends the write (EPIPE).
-            signal(SIGPIPE, SIG_IGN)
-            let fd = open(pipe, O_WRONLY)
-            guard fd >= 0 else { return }
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
-        }
-        writer.start()
         let result = try upscale(["pipes/clip.ts", "--width", "256", "--preset", "ultrafast", "--quiet"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(listing(dir), ["clip Upscaled.mov", "pipes", "street-2s.mp4"])
@@ -548,16 +554,7 @@ final class CLITests: XCTestCase {
         let mkv = dir.appendingPathComponent("clip.mkv").path
         try Remuxer.copy(dir.appendingPathComponent("street-hdr10.mp4").path, to: mkv)
         let pipe = dir.appendingPathComponent("pipes/clip.mkv").path
-        XCTAssertEqual(mkfifo(pipe, 0o644), 0)
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: mkv))
-        let writer = Thread {
-            signal(SIGPIPE, SIG_IGN)
-            let fd = open(pipe, O_WRONLY)
-            guard fd >= 0 else { return }
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
-        }
-        writer.start()
+        try feed(mkv, throughFIFO: pipe)
         let (process, out, err) = try launch(["pipes/clip.mkv", "--preset", "ultrafast", "--no-refine", "-o", "out.mkv"], in: dir)
         let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { usleep(50_000) }

@@ -71,6 +71,20 @@ final class ChunkedRunTests: XCTestCase {
         }
     }
 
+    /// Starts `arguments`, stops it with Ctrl-C once `count` chunks are finished, and returns
+    /// what it said (its exit status 130 asserted).
+    @discardableResult
+    private func interruptAfterChunks(_ arguments: [String], in dir: URL, work: URL, atLeast count: Int = 1,
+                                      file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let (process, err) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: count, process: process)
+        kill(process.processIdentifier, SIGINT)
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130, text, file: file, line: line)
+        return text
+    }
+
     private func assertSamePictures(_ a: URL, _ b: URL, count expected: Int = 60, file: StaticString = #filePath, line: UInt = #line) throws {
         let x = try VideoFrameReader(path: a.path), y = try VideoFrameReader(path: b.path)
         var count = 0
@@ -128,12 +142,7 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let hevc = [source, "-o", "chunked.mp4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", "1"]
         let work = dir.appendingPathComponent(".chunked.mp4.upscale-work")
-        let (process, err) = try start(hevc + ["--threads", "1"], in: dir)
-        try waitForChunks(work, atLeast: 1, process: process)
-        kill(process.processIdentifier, SIGINT)
-        _ = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        try interruptAfterChunks(hevc + ["--threads", "1"], in: dir, work: work)
         let again = try run(hevc + ["--threads", "2"], in: dir)
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertTrue(again.stderr.contains("resuming: "), again.stderr)
@@ -147,15 +156,7 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let hevc = [source, "-o", "chunked.mp4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", "1", "--threads", "1"]
         let work = dir.appendingPathComponent(".chunked.mp4.upscale-work")
-        func interrupt(_ arguments: [String]) throws {
-            let (process, err) = try start(arguments, in: dir)
-            try waitForChunks(work, atLeast: 1, process: process)
-            kill(process.processIdentifier, SIGINT)
-            _ = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 130)
-        }
-        try interrupt(hevc)
+        try interruptAfterChunks(hevc, in: dir, work: work)
         let named = try run(hevc + ["--crf", "20", "--encoder", "libx265"], in: dir)
         XCTAssertEqual(named.status, 0, named.stderr)
         XCTAssertTrue(named.stderr.contains("resuming: "), named.stderr)
@@ -163,7 +164,7 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
 
         try FileManager.default.removeItem(at: dir.appendingPathComponent("chunked.mp4"))
-        try interrupt(hevc)
+        try interruptAfterChunks(hevc, in: dir, work: work)
         let other = try run(hevc + ["--crf", "22"], in: dir)
         XCTAssertEqual(other.status, 0, other.stderr)
         XCTAssertTrue(other.stderr.contains("holds chunks made with other settings or another version of the input; starting over"), other.stderr)
@@ -174,14 +175,14 @@ final class ChunkedRunTests: XCTestCase {
     /// every chunk, and the others by none (HDR10 metadata, depth, colour resolution).
     func testAChunkedRunSaysWhatItLosesOnce() throws {
         let dir = try workspace()
-        // ProRes (every picture a keyframe, 10-bit) as the source.
+        // ProRes (every picture a keyframe, 10-bit 4:2:2) as the source.
         let made = try run([source, "-o", "master.mov", "--codec", "prores", "--scale", "1", "--no-refine", "--chunk-seconds", "0"], in: dir)
         XCTAssertEqual(made.status, 0, made.stderr)
         let result = try run(["master.mov", "-o", "chunked.mp4", "--codec", "h264", "--preset", "ultrafast", "--scale", "1",
                               "--no-refine", "--chunk-seconds", "0.5"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stderr.components(separatedBy: "H.264 output is 8-bit").count - 1, 1, result.stderr)
-        XCTAssertTrue(result.stderr.contains("note: 'master.mov': H.264 output is 8-bit; use --codec hevc to keep 10 bits"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("note: 'master.mov': H.264 output is 8-bit 4:2:0; use --codec hevc to keep 10 bits and 4:2:2"), result.stderr)
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("chunked.mp4").path, stream: 0).count, 60)
     }
 
@@ -191,12 +192,7 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let arguments = [source, "-o", "chunked.mkv"] + exact
         let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
-        let (process, err) = try start(arguments, in: dir)
-        try waitForChunks(work, atLeast: 1, process: process)
-        kill(process.processIdentifier, SIGINT)
-        _ = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        try interruptAfterChunks(arguments, in: dir, work: work)
         try FileManager.default.removeItem(at: work.appendingPathComponent("chunks.sqlite"))
         let again = try run(arguments, in: dir)
         XCTAssertEqual(again.status, 0, again.stderr)
@@ -323,15 +319,7 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let arguments = [source, "-o", "chunked.mkv"] + exact
         let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
-        let interrupt = {
-            let (process, err) = try self.start(arguments, in: dir)
-            try self.waitForChunks(work, atLeast: 1, process: process)
-            kill(process.processIdentifier, SIGINT)
-            _ = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 130)
-        }
-        try interrupt()
+        try interruptAfterChunks(arguments, in: dir, work: work)
         let resume = Process()
         resume.executableURL = CLITests.binary
         resume.arguments = arguments
@@ -347,7 +335,7 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertTrue(line.contains(" from the last run) in "), line)
         try FileManager.default.removeItem(at: dir.appendingPathComponent("chunked.mkv"))
 
-        try interrupt()
+        try interruptAfterChunks(arguments, in: dir, work: work)
         XCTAssertGreaterThanOrEqual(finishedChunks(work), 1)
         let single = try run([source, "-o", "chunked.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
         XCTAssertEqual(single.status, 0, single.stderr)
@@ -492,12 +480,7 @@ final class ChunkedRunTests: XCTestCase {
         let dir = try workspace()
         let arguments = [source, "-o", "chunked.mkv"] + exact
         let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
-        let (process, err) = try start(arguments, in: dir)
-        try waitForChunks(work, atLeast: 1, process: process)
-        kill(process.processIdentifier, SIGINT)
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130, text)
+        let text = try interruptAfterChunks(arguments, in: dir, work: work)
         XCTAssertTrue(text.contains("chunks are kept in '\(work.path)'"), text)
         // That line says it all: no "cancelled; no output was written" under it.
         XCTAssertEqual(text.split(separator: "\n").filter { $0.hasPrefix("error:") }.count, 1, text)

@@ -293,18 +293,23 @@ final class WorkerTests: XCTestCase {
         return (inbox, watchArguments, watch, q)
     }
 
-    /// A shared watch folder's failed original goes to Failed/; 'queue retry --queue' puts it
-    /// back where the job reads it (the retried job failed at once: "gone since it was
-    /// submitted"), and the watcher follows the job again: done, the original goes to Originals/.
-    func testARetriedWatchFolderJobGetsItsOriginalBack() throws {
+    /// `watchedInbox`'s job failed for good (as a worker whose chunk met an error would), its
+    /// watcher ended and its original in Failed/.
+    private func failedWatchInboxJob() throws -> (URL, [String], PostgresQueue, Int64) {
         let (inbox, watchArguments, watch, q) = try watchedInbox()
-        // A task failed for good (as a worker whose chunk met an error would).
         let task = try XCTUnwrap(try q.claim(owner: "test", lease: 60))
         _ = try q.fail(task, reason: "a test failure", retry: false)
         let first = finish(watch)
         XCTAssertEqual(watch.0.terminationStatus, 1, first)
         XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("Failed/one.mp4").path), first)
-        let id = try XCTUnwrap(try q.list().first).id
+        return (inbox, watchArguments, q, try XCTUnwrap(try q.list().first).id)
+    }
+
+    /// A shared watch folder's failed original goes to Failed/; 'queue retry --queue' puts it
+    /// back where the job reads it (the retried job failed at once: "gone since it was
+    /// submitted"), and the watcher follows the job again: done, the original goes to Originals/.
+    func testARetriedWatchFolderJobGetsItsOriginalBack() throws {
+        let (inbox, watchArguments, q, id) = try failedWatchInboxJob()
         let retry = try run(["queue", "retry", String(id), "--queue", cluster.url])
         XCTAssertTrue(retry.contains("'\(inbox.appendingPathComponent("one.mp4").path)' is back from Failed/"), retry)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Failed").path), [])
@@ -401,13 +406,7 @@ final class WorkerTests: XCTestCase {
     /// The dashboard's Retry of that job does the same as `queue retry`: the original comes
     /// back from Failed/ (it stayed there, and the retried job failed at once).
     func testTheDashboardsRetryGetsAWatchFolderJobsOriginalBack() throws {
-        let (inbox, _, watch, q) = try watchedInbox()
-        let task = try XCTUnwrap(try q.claim(owner: "test", lease: 60))
-        _ = try q.fail(task, reason: "a test failure", retry: false)
-        let first = finish(watch)
-        XCTAssertEqual(watch.0.terminationStatus, 1, first)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("Failed/one.mp4").path), first)
-        let id = try XCTUnwrap(try q.list().first).id
+        let (inbox, _, q, id) = try failedWatchInboxJob()
         let dashboard = try RunningDashboard(board: FarmBoard(queue: try PostgresQueue(address: try QueueAddress(cluster.url))))
         defer { dashboard.stop() }
         let reply = try dashboard.http.send("POST", "/api/jobs/\(id)/retry", headers: ["Origin": dashboard.origin], body: "{}")

@@ -265,7 +265,7 @@ final class TranscoderTests: XCTestCase {
         }
         let h264 = try JobPlanner.plan(input: input, options: UpscaleOptions(output: dir.appendingPathComponent("x.mp4").path,
                                                                             encoder: EncoderSettings(codec: .h264)))
-        XCTAssertEqual(try Transcoder.lossNotes(for: h264), ["'\(input)': H.264 output is 8-bit 4:2:0; use --codec hevc to keep 10 bits and full colour resolution"])
+        XCTAssertEqual(try Transcoder.lossNotes(for: h264), ["'\(input)': H.264 output is 8-bit 4:2:0; use --codec hevc to keep 10 bits and 4:4:4"])
     }
 
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
