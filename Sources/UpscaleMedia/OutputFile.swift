@@ -48,23 +48,27 @@ final class OutputFile {
     var muxerName: String { String(cString: context.pointee.oformat.pointee.name) }
 
     /// Whether a stream of `codec` can be copied into this container as it is.
-    /// Whether a file of extension `ext` could take a stream of `parameters`' codec (FFmpeg's
-    /// codec query alone), for a note's advice.
+    func canHold(_ codec: AVCodecID) -> Bool { Self.format(context.pointee.oformat, holds: codec) }
+
+    /// Whether a file of extension `ext` could take a stream of `parameters`' codec (the codec
+    /// query alone, without the muxer's start), for a note's advice.
     static func muxer(_ ext: String, holds parameters: UnsafePointer<AVCodecParameters>) -> Bool {
         guard let name = UpscaleMedia.muxerName(forExtension: ext), let format = av_guess_format(name, nil, nil) else { return false }
-        return avformat_query_codec(format, parameters.pointee.codec_id, FF_COMPLIANCE_NORMAL) == 1
+        return self.format(format, holds: parameters.pointee.codec_id)
     }
 
-    func canHold(_ codec: AVCodecID) -> Bool {
+    /// FFmpeg's codec query for `format`, less what its muxer then refuses or writes unplayably.
+    private static func format(_ format: UnsafePointer<AVOutputFormat>, holds codec: AVCodecID) -> Bool {
+        let name = String(cString: format.pointee.name)
         // The mov muxer shares its tag table with mp4, so FFmpeg's query says yes to
         // audio codecs it then refuses in .mov at header time.
-        if muxerName == "mov" && [AV_CODEC_ID_OPUS, AV_CODEC_ID_FLAC, AV_CODEC_ID_VORBIS].contains(codec) {
+        if name == "mov" && [AV_CODEC_ID_OPUS, AV_CODEC_ID_FLAC, AV_CODEC_ID_VORBIS].contains(codec) {
             return false
         }
         // FFmpeg writes Vorbis into .mp4 under a private object type (0xDD) that no MP4
         // specification registers; QuickTime and Safari play such a file without sound.
-        if muxerName == "mp4" && codec == AV_CODEC_ID_VORBIS { return false }
-        return avformat_query_codec(context.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
+        if name == "mp4" && codec == AV_CODEC_ID_VORBIS { return false }
+        return avformat_query_codec(format, codec, FF_COMPLIANCE_NORMAL) == 1
     }
 
     /// Whether a stream described by `parameters` can be copied into this container as it

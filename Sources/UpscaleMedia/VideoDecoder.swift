@@ -66,26 +66,9 @@ final class VideoDecoder {
         guard let codec = libvpx ?? avcodec_find_decoder(par.pointee.codec_id) else {
             throw UpscaleError(.input, "'\(path)': no decoder for \(String(cString: avcodec_get_name(par.pointee.codec_id))) video in this FFmpeg build")
         }
-        guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
+        let ctx = try VideoDecoder.openContext(codec, stream: stream, path: path, threads: Int32(max(0, threads)), explode: !midStream)
         context = ctx
         frame = av_frame_alloc()
-        try check(avcodec_parameters_to_context(ctx, par), "'\(path)': bad video parameters")
-        ctx.pointee.pkt_timebase = stream.pointee.time_base
-        ctx.pointee.thread_count = Int32(max(0, threads))
-        // Fail loudly on damaged data instead of concealing it. FFmpeg 5.1's frame-threaded
-        // decoding meets an internal assertion (frame->buf[0] in decode.c) and aborts the
-        // process when a codec's frame thread fails a damaged picture under AV_EF_EXPLODE;
-        // measured with `upscale-bench damage` on 280 seeded damaged copies of seven real clips:
-        // MPEG-4 Part 2 aborted on 21 of 40, while H.264, HEVC, VP9 and FFV1 (the other
-        // frame-threaded codecs there) failed cleanly on every one. So explode stays on for
-        // every codec, frame threads only for codecs measured safe with it, slice threads for
-        // the rest (with slice threads the same 40 MPEG-4 files fail cleanly; MPEG-4, MJPEG and
-        // ProRes decode far faster than any upscale, so they lose nothing).
-        if !midStream { ctx.pointee.err_recognition |= AV_EF_EXPLODE }
-        if !VideoDecoder.frameThreadSafe.contains(par.pointee.codec_id) {
-            ctx.pointee.thread_type = FF_THREAD_SLICE
-        }
-        try check(avcodec_open2(ctx, codec, nil), "'\(path)': cannot open the \(String(cString: codec.pointee.name)) decoder")
         width = Int(ctx.pointee.width)
         height = Int(ctx.pointee.height)
         guard width > 0, height > 0 else {
@@ -349,24 +332,39 @@ final class VideoDecoder {
 
     /// Opens the decoder again as `midStream` does, before any packet was sent to it.
     private func reopenConcealing() throws {
-        guard let codec = context.pointee.codec, let ctx = avcodec_alloc_context3(codec) else {
-            throw UpscaleError(.processing, "out of memory")
-        }
-        var fresh: UnsafeMutablePointer<AVCodecContext>? = ctx
-        do {
-            try check(avcodec_parameters_to_context(ctx, stream.pointee.codecpar), "'\(path)': bad video parameters")
-            ctx.pointee.pkt_timebase = stream.pointee.time_base
-            ctx.pointee.thread_count = context.pointee.thread_count
-            ctx.pointee.thread_type = context.pointee.thread_type
-            ctx.pointee.err_recognition = context.pointee.err_recognition & ~AV_EF_EXPLODE
-            try check(avcodec_open2(ctx, codec, nil), "'\(path)': cannot open the \(String(cString: codec.pointee.name)) decoder")
-        } catch {
-            avcodec_free_context(&fresh)
-            throw error
-        }
+        guard let codec = context.pointee.codec else { throw UpscaleError(.processing, "'\(path)': the decoder has no codec") }
+        let ctx = try VideoDecoder.openContext(codec, stream: stream, path: path, threads: context.pointee.thread_count, explode: false)
         var old: UnsafeMutablePointer<AVCodecContext>? = context
         avcodec_free_context(&old)
         context = ctx
+    }
+
+    /// An opened decoder context for `stream` (freed again when opening fails). `explode`:
+    /// damaged data is an error instead of concealed. FFmpeg 5.1's frame-threaded decoding
+    /// meets an internal assertion (frame->buf[0] in decode.c) and aborts the process when a
+    /// codec's frame thread fails a damaged picture under AV_EF_EXPLODE; measured with
+    /// `upscale-bench damage` on 280 seeded damaged copies of seven real clips: MPEG-4 Part 2
+    /// aborted on 21 of 40, while H.264, HEVC, VP9 and FFV1 (the other frame-threaded codecs
+    /// there) failed cleanly on every one. So explode stays on for every codec, frame threads
+    /// only for codecs measured safe with it, slice threads for the rest (with slice threads
+    /// the same 40 MPEG-4 files fail cleanly; MPEG-4, MJPEG and ProRes decode far faster than
+    /// any upscale, so they lose nothing).
+    private static func openContext(_ codec: UnsafePointer<AVCodec>, stream: UnsafeMutablePointer<AVStream>, path: String,
+                                    threads: Int32, explode: Bool) throws -> UnsafeMutablePointer<AVCodecContext> {
+        guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
+        var opened: UnsafeMutablePointer<AVCodecContext>? = ctx
+        do {
+            try check(avcodec_parameters_to_context(ctx, stream.pointee.codecpar), "'\(path)': bad video parameters")
+            ctx.pointee.pkt_timebase = stream.pointee.time_base
+            ctx.pointee.thread_count = threads
+            if explode { ctx.pointee.err_recognition |= AV_EF_EXPLODE }
+            if !frameThreadSafe.contains(stream.pointee.codecpar.pointee.codec_id) { ctx.pointee.thread_type = FF_THREAD_SLICE }
+            try check(avcodec_open2(ctx, codec, nil), "'\(path)': cannot open the \(String(cString: codec.pointee.name)) decoder")
+        } catch {
+            avcodec_free_context(&opened)
+            throw error
+        }
+        return ctx
     }
 
     private func forgetHeadStart() {

@@ -186,6 +186,12 @@ public final class ChunkedJob {
         return String(hash.value, radix: 16)
     }
 
+    /// For HEVC `auto`, the encoder the ledger's finished chunks were made with (nil before
+    /// any was, or where this run names one or another codec).
+    private func madeWith(_ ledger: ChunkLedger) throws -> String? {
+        job.encoder.codec == .hevc && job.encoder.hevcEncoder == nil ? try ledger.value("encoder") : nil
+    }
+
     /// The FFmpeg encoder the chunks are made with: the codec's own, the named one, or for
     /// HEVC `auto` the one earlier chunks were made with (nil before any was).
     static func effectiveEncoder(_ e: EncoderSettings, resolved: String?) -> String? {
@@ -264,7 +270,7 @@ public final class ChunkedJob {
         }
         // HEVC `auto` keeps the encoder the finished chunks were made with: a resume on a
         // machine where another one now opens (a GPU added or gone) made chunks the join refuses.
-        let pinnedEncoder = self.job.encoder.codec == .hevc && self.job.encoder.hevcEncoder == nil ? try ledger.value("encoder") : nil
+        let pinnedEncoder = try madeWith(ledger)
         var pinned = self.job
         if let made = pinnedEncoder { pinned.encoder.hevcEncoder = made }
         let job = pinned
@@ -386,7 +392,7 @@ public final class ChunkedJob {
         do {
             // Named as the chunks were made (a fresh `auto` run's summary said libx265 of NVENC chunks).
             var joining = job
-            if joining.encoder.codec == .hevc, joining.encoder.hevcEncoder == nil { joining.encoder.hevcEncoder = try? ledger.value("encoder") }
+            if let made = try? madeWith(ledger) { joining.encoder.hevcEncoder = made }
             joined = try Transcoder(job: joining, logger: logger).join(chunks: paths, cancel: cancel)
         } catch let error as UpscaleError where error.kind == .cancelled || error.kind == .output {
             // The chunks stay for the next run, which only joins them: said, as when a chunk
@@ -476,4 +482,3 @@ private final class ChunkMeter: @unchecked Sendable {
         lock.unlock()
     }
 }
-

@@ -50,11 +50,16 @@ final class CLITests: XCTestCase {
         return (process, out, err)
     }
 
-    /// Makes `pipe` a named pipe and writes `file`'s bytes into it from another thread, as a
-    /// recorder or `cat` would.
-    private func feed(_ file: String, throughFIFO pipe: String) throws {
+    /// `dir/pipes/<name>`: a named pipe that `fixture`, remuxed into `name`'s container, is
+    /// written into from another thread, as a recorder or `cat` would.
+    private func stream(_ fixture: String, as name: String, in dir: URL) throws {
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipes"), withIntermediateDirectories: true)
+        let remuxed = dir.appendingPathComponent(name).path
+        try Remuxer.copy(dir.appendingPathComponent(fixture).path, to: remuxed)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: remuxed))
+        try FileManager.default.removeItem(atPath: remuxed)
+        let pipe = dir.appendingPathComponent("pipes/" + name).path
         XCTAssertEqual(mkfifo(pipe, 0o644), 0)
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
         let writer = Thread {
             // Blocks until upscale opens the pipe; a reader that ends early ends the write (EPIPE).
             signal(SIGPIPE, SIG_IGN)
@@ -179,13 +184,8 @@ final class CLITests: XCTestCase {
     /// and the output lands in the current folder.
     func testAClipFromAPipeIsReadAndLandsInTheCurrentFolder() throws {
         let dir = try workspace(["street-2s.mp4"])
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipes"), withIntermediateDirectories: true)
         // MPEG-TS, as a recorder or `cat` would stream it (an .mp4 needs its index, at its end).
-        let ts = dir.appendingPathComponent("clip.ts").path
-        try Remuxer.copy(dir.appendingPathComponent("street-2s.mp4").path, to: ts)
-        let pipe = dir.appendingPathComponent("pipes/clip.ts").path
-        try feed(ts, throughFIFO: pipe)
-        try FileManager.default.removeItem(atPath: ts)
+        try stream("street-2s.mp4", as: "clip.ts", in: dir)
         let result = try upscale(["pipes/clip.ts", "--width", "256", "--preset", "ultrafast", "--quiet"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(listing(dir), ["clip Upscaled.mov", "pipes", "street-2s.mp4"])
@@ -550,11 +550,7 @@ final class CLITests: XCTestCase {
     /// a media file"). It runs, keeps the PQ tags and says what it cannot keep.
     func testPQVideoFromAPipeRunsAndSaysItsMetadataCannotBeReadAhead() throws {
         let dir = try workspace(["street-hdr10.mp4"])
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipes"), withIntermediateDirectories: true)
-        let mkv = dir.appendingPathComponent("clip.mkv").path
-        try Remuxer.copy(dir.appendingPathComponent("street-hdr10.mp4").path, to: mkv)
-        let pipe = dir.appendingPathComponent("pipes/clip.mkv").path
-        try feed(mkv, throughFIFO: pipe)
+        try stream("street-hdr10.mp4", as: "clip.mkv", in: dir)
         let (process, out, err) = try launch(["pipes/clip.mkv", "--preset", "ultrafast", "--no-refine", "-o", "out.mkv"], in: dir)
         let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { usleep(50_000) }
