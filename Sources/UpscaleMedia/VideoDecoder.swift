@@ -212,14 +212,11 @@ final class VideoDecoder {
         return d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 && d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0
     }
 
-    /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, 4:4:4 for RGB
-    /// deeper than 8 bits (10-bit RGB masters were made 4:2:0 without a word; 8-bit RGB is, and
-    /// gets a note), else 4:2:0.
+    /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, else 4:2:0.
     static func layout(of format: AVPixelFormat) -> ChromaLayout {
         guard format != AV_PIX_FMT_NONE, let d = av_pix_fmt_desc_get(format) else { return .yuv420 }
         let flags = d.pointee.flags
-        guard d.pointee.nb_components >= 3, flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0 else { return .yuv420 }
-        if flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 { return d.pointee.comp.0.depth > 8 ? .yuv444 : .yuv420 }
+        guard d.pointee.nb_components >= 3, flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 else { return .yuv420 }
         switch (d.pointee.log2_chroma_w, d.pointee.log2_chroma_h) {
         case (1, 0): return .yuv422
         case (0, 0): return .yuv444

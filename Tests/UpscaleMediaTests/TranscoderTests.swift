@@ -250,24 +250,6 @@ final class TranscoderTests: XCTestCase {
                                                  "'\(input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this h264 output keeps the PQ and BT.2020 tags without them"])
     }
 
-    /// 10-bit RGB (a graded master exported as RGB) keeps full colour resolution where the codec
-    /// takes it: it was made 4:2:0 without a word (red and blue 6-10 dB below ffmpeg's own
-    /// upscale in a helper's probe). H.264 says what it loses.
-    func testTenBitRGBKeepsFullColourResolution() throws {
-        let dir = try workspace(copying: ["street-rgb10.mkv"])
-        let input = dir.appendingPathComponent("street-rgb10.mkv").path
-        XCTAssertEqual(try MediaProbe.info(input).video?.pixelFormat, "gbrp10le")
-        for codec in [VideoCodec.ffv1, .hevc] {
-            let (job, summary) = try run(input, UpscaleOptions(output: dir.appendingPathComponent("out.\(codec == .hevc ? "mp4" : "mkv")").path,
-                                                               encoder: EncoderSettings(codec: codec, preset: codec == .hevc ? "ultrafast" : nil)))
-            XCTAssertEqual(summary.frames, 2)
-            XCTAssertEqual(try MediaProbe.info(job.output).video?.pixelFormat, "yuv444p10le", codec.rawValue)
-        }
-        let h264 = try JobPlanner.plan(input: input, options: UpscaleOptions(output: dir.appendingPathComponent("x.mp4").path,
-                                                                            encoder: EncoderSettings(codec: .h264)))
-        XCTAssertEqual(try Transcoder.lossNotes(for: h264), ["'\(input)': H.264 output is 8-bit 4:2:0; use --codec hevc to keep 10 bits and 4:4:4"])
-    }
-
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
     /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
     /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
