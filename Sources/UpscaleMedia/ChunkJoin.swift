@@ -64,8 +64,9 @@ extension Transcoder {
             parameters.pointee.codec_tag = job.keepsAlpha ? upscale_fourcc(0x61, 0x70, 0x34, 0x68) : upscale_fourcc(0x61, 0x70, 0x63, 0x6e)
         }
         let videoOut = try output.addStream(parameters: parameters, timeBase: first.timeBase)
+        let pq = parameters.pointee.color_trc == AVCOL_TRC_SMPTE2084
         describeVideo(output: output, videoOut: videoOut, input: input, videoStream: videoStream,
-                      sampleAspect: parameters.pointee.sample_aspect_ratio)
+                      sampleAspect: parameters.pointee.sample_aspect_ratio, hdr: pq ? try Self.hdrMetadata(job.input, stream: videoStream) : nil)
         let (routes, copied, transcoded) = try addRoutes(input: input, videoIndex: videoIndex, output: output)
 
         var video: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
@@ -140,6 +141,7 @@ extension Transcoder {
                 try t.transcode(nil) { try output.write($0, stream: out) }
             }
             placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
+            noteMendedDurations(output)
         } catch {
             output.abandon()
             throw error

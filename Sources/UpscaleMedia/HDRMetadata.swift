@@ -21,6 +21,29 @@ public struct HDRMetadata: Sendable, Equatable {
         a.x265Parameters == b.x265Parameters
     }
 
+    /// Writes this as stream side data (where .mkv, .mp4 and .mov keep it, for any codec): the mastering display when given, the content light level when given.
+    func addSideData(to stream: UnsafeMutablePointer<AVStream>) {
+        if hasMasteringDisplay,
+           let raw = av_stream_new_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, MemoryLayout<AVMasteringDisplayMetadata>.size) {
+            let m = UnsafeMutableRawPointer(raw).bindMemory(to: AVMasteringDisplayMetadata.self, capacity: 1)
+            func chroma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 50_000) }
+            func luma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 10_000) }
+            m.pointee.display_primaries = ((chroma(red.x), chroma(red.y)), (chroma(green.x), chroma(green.y)),
+                                           (chroma(blue.x), chroma(blue.y)))
+            m.pointee.white_point = (chroma(whitePoint.x), chroma(whitePoint.y))
+            m.pointee.max_luminance = luma(maxLuminance)
+            m.pointee.min_luminance = luma(minLuminance)
+            m.pointee.has_primaries = 1
+            m.pointee.has_luminance = 1
+        }
+        if let light = contentLight,
+           let raw = av_stream_new_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, MemoryLayout<AVContentLightMetadata>.size) {
+            let c = UnsafeMutableRawPointer(raw).bindMemory(to: AVContentLightMetadata.self, capacity: 1)
+            c.pointee.MaxCLL = UInt32(light.maxCLL)
+            c.pointee.MaxFALL = UInt32(light.maxFALL)
+        }
+    }
+
     /// "master-display=G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min):max-cll=C,F" for x265, either part
     /// alone when the source has only that.
     public var x265Parameters: String {
@@ -78,6 +101,13 @@ public struct HDRMetadata: Sendable, Equatable {
                     ?? streamData(AV_PKT_DATA_MASTERING_DISPLAY_METADATA, MemoryLayout<AVMasteringDisplayMetadata>.size),
                   light: frameData(AV_FRAME_DATA_CONTENT_LIGHT_LEVEL)
                     ?? streamData(AV_PKT_DATA_CONTENT_LIGHT_LEVEL, MemoryLayout<AVContentLightMetadata>.size))
+    }
+
+    /// The HDR10 metadata a file's container gives its video stream, if any.
+    public static func container(of path: String) throws -> HDRMetadata? {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        return HDRMetadata(frame: nil, stream: input.stream(try input.videoStreamIndex()))
     }
 
     /// The HDR10 metadata of a file's first video frame, if it has any.

@@ -101,6 +101,30 @@ final class InputFile {
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
+    /// How long the file plays, in seconds (0 when unknown), for the progress total, the chunk
+    /// plan and the disk estimate: the container's duration, unless a subtitle stream alone
+    /// stretches it past every other stream's own length (FFmpeg's dvdsub encoder leaves
+    /// captions with no end 2^32-1 ms long, and a 12 s file then said it lasted 50 days).
+    var seconds: Double {
+        let whole = context.pointee.duration > 0 ? Double(context.pointee.duration) / Double(AV_TIME_BASE) : 0
+        var longest = 0.0, stretched = false
+        for i in 0..<streamCount {
+            let s = stream(i)
+            // A stream's own length, or Matroska's per-track DURATION tag ("00:00:12.021000000").
+            var length = s.pointee.duration > 0 ? Double(s.pointee.duration) * s.pointee.time_base.double : 0
+            if length == 0, let tag = av_dict_get(s.pointee.metadata, "DURATION", nil, 0) {
+                let parts = String(cString: tag.pointee.value).split(separator: ":").compactMap { Double($0) }
+                if parts.count == 3 { length = parts[0] * 3600 + parts[1] * 60 + parts[2] }
+            }
+            if s.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE {
+                if length >= whole - 1 { stretched = true }
+            } else {
+                longest = max(longest, length)
+            }
+        }
+        return stretched && longest > 0 && longest < whole / 2 ? longest : whole
+    }
+
     var formatName: String { String(cString: context.pointee.iformat.pointee.name) }
 
     /// FFmpeg's name for its one demuxer of .mov, .mp4, .m4a, .3gp and .mj2.

@@ -147,7 +147,7 @@ public enum MediaProbe {
                 tags: tags(of: s.pointee.metadata),
                 projection: sphericalProjection(of: s)))
         }
-        let duration = input.context.pointee.duration > 0 ? Double(input.context.pointee.duration) / Double(AV_TIME_BASE) : 0
+        let duration = input.seconds
         var chapters: [(String, Double, Double)] = []
         for i in 0..<Int(input.context.pointee.nb_chapters) {
             guard let c = input.context.pointee.chapters[i] else { continue }

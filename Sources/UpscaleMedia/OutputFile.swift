@@ -17,6 +17,14 @@ final class OutputFile {
     /// start at 1.4 s and more (an hour in, for a recording), which became an empty stretch
     /// before the picture in .mov/.mkv output. Streams keep their offsets to one another.
     private var startOffset: Int64 = 0
+    /// .mov/.mp4: per stream, a packet whose duration the muxer refuses (negative, or over
+    /// 2^31-1 in the stream's time base: FFmpeg's dvdsub encoder leaves 2^32-1 ms on captions
+    /// with no end), held until the stream's next packet or the end gives it one.
+    private var undated: [Int: UnsafeMutablePointer<AVPacket>] = [:]
+    /// Per stream, how many packets got a duration so (see `mendedDurations`).
+    private var mended: [Int: Int] = [:]
+    /// Where the video written so far ends, in microseconds (for the last undated packet).
+    private var videoEnd: Int64 = 0
 
     /// Takes the input's start as the offset: a positive one, and a negative one of MPEG
     /// program or transport streams, whose 33-bit clock wraps every 26.5 hours (FFmpeg gives
@@ -37,6 +45,7 @@ final class OutputFile {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, muxer, temporaryPath), "cannot set up a \(muxer) file")
         context = ctx!
+        muxerName = String(cString: ctx!.pointee.oformat.pointee.name)
     }
 
     deinit {
@@ -45,7 +54,7 @@ final class OutputFile {
     }
 
     var needsGlobalHeader: Bool { context.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0 }
-    var muxerName: String { String(cString: context.pointee.oformat.pointee.name) }
+    let muxerName: String
 
     /// Whether a stream of `codec` can be copied into this container as it is.
     func canHold(_ codec: AVCodecID) -> Bool { Self.format(context.pointee.oformat, holds: codec) }
@@ -299,12 +308,43 @@ final class OutputFile {
             if packet.pointee.dts != noPTS { packet.pointee.dts -= shift }
         }
         av_packet_rescale_ts(packet, encoderTimeBases[index]!, stream(index).pointee.time_base)
+        let timeBase = stream(index).pointee.time_base, p = packet.pointee
+        if stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO, p.pts != noPTS {
+            videoEnd = max(videoEnd, av_rescale_q(p.pts + max(p.duration, 0), timeBase, AVRational(num: 1, den: AV_TIME_BASE)))
+        }
+        if let held = undated.removeValue(forKey: index) {
+            try writeUndated(held, until: p.pts != noPTS ? p.pts : p.dts)
+        }
+        if ["mov", "mp4"].contains(muxerName), p.duration < 0 || p.duration > Int64(Int32.max) {
+            mended[index, default: 0] += 1
+            undated[index] = av_packet_clone(packet)
+            return
+        }
         try writeCheck(av_interleaved_write_frame(context, packet), "writing '\(finalPath)' failed")
+    }
+
+    /// Writes a held packet lasting until `end` (its stream's time base), within what the muxer takes.
+    private func writeUndated(_ held: UnsafeMutablePointer<AVPacket>, until end: Int64) throws {
+        var packet: UnsafeMutablePointer<AVPacket>? = held
+        defer { av_packet_free(&packet) }
+        let start = held.pointee.pts != noPTS ? held.pointee.pts : held.pointee.dts
+        held.pointee.duration = start == noPTS || end == noPTS ? 0 : min(max(end - start, 0), Int64(Int32.max))
+        try writeCheck(av_interleaved_write_frame(context, held), "writing '\(finalPath)' failed")
+    }
+
+    /// The streams whose packets had no duration this container takes, and how many: each was
+    /// given one lasting until the stream's next packet, the last until the video's end.
+    func mendedDurations() -> [(stream: Int, packets: Int)] {
+        mended.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
     /// Writes the trailer, closes the file and renames it into place (`FolderWrites.place`);
     /// returns the path it was given.
     func finish(overwrite: Bool, freeName: Bool = false) throws -> String {
+        for (index, held) in undated.sorted(by: { $0.key < $1.key }) {
+            undated[index] = nil
+            try writeUndated(held, until: av_rescale_q(videoEnd, AVRational(num: 1, den: AV_TIME_BASE), stream(index).pointee.time_base))
+        }
         try writeCheck(av_write_trailer(context), "finishing '\(finalPath)' failed")
         try writeCheck(avio_closep(&context.pointee.pb), "closing '\(finalPath)' failed")
         closed = true
@@ -323,6 +363,11 @@ final class OutputFile {
 
     /// Closes and deletes the temporary file; the final path is never touched.
     func abandon() {
+        for (_, held) in undated {
+            var packet: UnsafeMutablePointer<AVPacket>? = held
+            av_packet_free(&packet)
+        }
+        undated = [:]
         guard !closed else { return }
         closed = true
         if opened { avio_closep(&context.pointee.pb) }

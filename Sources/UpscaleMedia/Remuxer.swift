@@ -23,7 +23,8 @@ public enum Remuxer {
     /// video stream (where Matroska and MP4 keep it, outside the bitstream); `spherical` makes it
     /// an equirectangular 360° video. `frameRate` is the video's rate in the container (Matroska's
     /// default duration). `chromaLocation` tags where the video's chroma samples sit (Matroska
-    /// keeps it in the container).
+    /// keeps it in the container). `durations` sets every packet's duration of output streams by
+    /// index, in their time base (captions with no end, as FFmpeg's dvdsub encoder writes them).
     public static func copy(_ input: String, to output: String, rotation degrees: Int? = nil,
                             sampleAspect: (num: Int, den: Int)? = nil, timecode: String? = nil, delay: Double = 0, audioPackets: Bool = true,
                             dropAudio: ClosedRange<Double>? = nil,
@@ -32,7 +33,7 @@ public enum Remuxer {
                             metadata: [String: String] = [:], languages: [Int: String] = [:], streamTags: [Int: [String: String]] = [:],
                             color: (primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic)? = nil,
                             range: AVColorRange? = nil, hdr: HDRMetadata? = nil, spherical: Bool = false,
-                            frameRate: AVRational? = nil, chromaLocation: AVChromaLocation? = nil) throws {
+                            frameRate: AVRational? = nil, chromaLocation: AVChromaLocation? = nil, durations: [Int: Int64] = [:]) throws {
         MediaLibrary.configure()
         let sources = try ([input] + extras + (cover.map { [$0] } ?? [])).map { try InputFile(path: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -67,7 +68,7 @@ public enum Remuxer {
                 }
                 if let timecode, isVideo { av_dict_set(&o.pointee.metadata, "timecode", timecode, 0) }
                 if let range, isVideo { o.pointee.codecpar.pointee.color_range = range }
-                if let hdr, isVideo { addSideData(hdr, to: o) }
+                if let hdr, isVideo { hdr.addSideData(to: o) }
                 if spherical, isVideo {
                     // An equirectangular 360° video, as 360° cameras write it (.mov/.mp4: sv3d).
                     var size = 0
@@ -129,32 +130,10 @@ public enum Remuxer {
                 }
                 packet!.pointee.stream_index = Int32(target)
                 packet!.pointee.pos = -1
+                if let duration = durations[target] { packet!.pointee.duration = duration }
                 try check(av_interleaved_write_frame(out, packet), "writing '\(output)' failed", kind: .output)
             }
         }
         try check(av_write_trailer(out), "finishing '\(output)' failed", kind: .output)
-    }
-}
-
-/// HDR10 metadata as stream side data: the mastering display when given, the content light level when given.
-private func addSideData(_ hdr: HDRMetadata, to stream: UnsafeMutablePointer<AVStream>) {
-    if hdr.hasMasteringDisplay,
-       let raw = av_stream_new_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, MemoryLayout<AVMasteringDisplayMetadata>.size) {
-        let m = UnsafeMutableRawPointer(raw).bindMemory(to: AVMasteringDisplayMetadata.self, capacity: 1)
-        func chroma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 50_000) }
-        func luma(_ v: Int) -> AVRational { AVRational(num: Int32(v), den: 10_000) }
-        m.pointee.display_primaries = ((chroma(hdr.red.x), chroma(hdr.red.y)), (chroma(hdr.green.x), chroma(hdr.green.y)),
-                                       (chroma(hdr.blue.x), chroma(hdr.blue.y)))
-        m.pointee.white_point = (chroma(hdr.whitePoint.x), chroma(hdr.whitePoint.y))
-        m.pointee.max_luminance = luma(hdr.maxLuminance)
-        m.pointee.min_luminance = luma(hdr.minLuminance)
-        m.pointee.has_primaries = 1
-        m.pointee.has_luminance = 1
-    }
-    if let light = hdr.contentLight,
-       let raw = av_stream_new_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, MemoryLayout<AVContentLightMetadata>.size) {
-        let c = UnsafeMutableRawPointer(raw).bindMemory(to: AVContentLightMetadata.self, capacity: 1)
-        c.pointee.MaxCLL = UInt32(light.maxCLL)
-        c.pointee.MaxFALL = UInt32(light.maxFALL)
     }
 }

@@ -126,12 +126,7 @@ public final class Transcoder {
             // 12- and 16-bit sources become 10-bit without a word.
             notes.append("'\(job.input)' is \(depth)-bit; the output is 10-bit")
         }
-        // Only x265 writes them; the output was HDR10 without them, with no word. Said only
-        // where the source has them (it was said of every PQ source).
-        if codec != .hevc, hdr != nil {
-            notes.append("'\(job.input)' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this \(codec.rawValue) output keeps the PQ and BT.2020 tags without them")
-        }
-        if codec == .hevc, hdr == nil, decoder.color.transfer == AVCOL_TRC_SMPTE2084, !HeadStart.readableTwice(job.input) {
+        if hdr == nil, decoder.color.transfer == AVCOL_TRC_SMPTE2084, !HeadStart.readableTwice(job.input) {
             notes.append("'\(job.input)' is PQ video read from a pipe: HDR10 metadata in its pictures cannot be read ahead, and the output keeps the PQ and BT.2020 tags without it (give the file itself to keep it)")
         }
         return notes
@@ -229,7 +224,7 @@ public final class Transcoder {
         }
         let videoOut = try output.addStream(encoder: encoder.context)
         describeVideo(output: output, videoOut: videoOut, input: input, videoStream: videoStream,
-                      sampleAspect: encoder.context.pointee.sample_aspect_ratio)
+                      sampleAspect: encoder.context.pointee.sample_aspect_ratio, hdr: hdr)
 
         let (routes, copied, transcoded) = try addRoutes(input: input, videoIndex: videoIndex, output: output)
 
@@ -268,6 +263,7 @@ public final class Transcoder {
             }
             if decoder.sawCaptions { logger.notice("\(Self.captionsNote(job.input))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
+            noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
                                     encoderName: encoder.name, audioCopied: copied, audioTranscoded: transcoded)
         } catch {
@@ -298,8 +294,11 @@ public final class Transcoder {
 
     /// The source's metadata, rotation, chapters, frame rate and pixel aspect on the output's video.
     func describeVideo(output: OutputFile, videoOut: Int, input: InputFile, videoStream: UnsafeMutablePointer<AVStream>,
-                       sampleAspect: AVRational) {
+                       sampleAspect: AVRational, hdr: HDRMetadata?) {
         output.copyMetadata(from: input.context, videoStream: videoOut, from: videoStream)
+        // HDR10 metadata in the container too (x265 also puts it in the bitstream; other codecs
+        // have only this): players and editors that read the container's found none.
+        hdr?.addSideData(to: output.stream(videoOut))
         output.copyRotation(from: videoStream, to: videoOut)
         var size = 0
         if output.muxerName == "mov", av_stream_get_side_data(videoStream, AV_PKT_DATA_SPHERICAL, &size) != nil {
@@ -324,6 +323,15 @@ public final class Transcoder {
         for (index, flags) in output.flagsLost() {
             let these = flags.count == 1 ? "flag" : "flags"
             logger.notice("the \(these) \(flags.map { "'\($0)'" }.joined(separator: ", ")) of output stream \(index) cannot be recorded in .\(output.muxerName) (FFmpeg's muxer writes no such \(these) there); use \(output.muxerName == "mov" && !flags.contains("original") ? ".mp4 or .mkv" : ".mkv") to keep \(flags.count == 1 ? "it" : "them")")
+        }
+    }
+
+    /// Says which streams' packets were given a duration the container takes (see `OutputFile.write`).
+    func noteMendedDurations(_ output: OutputFile) {
+        for (index, count) in output.mendedDurations() {
+            let par = output.stream(index).pointee.codecpar.pointee
+            let what = par.codec_type == AVMEDIA_TYPE_SUBTITLE ? (count == 1 ? "caption" : "captions") : (count == 1 ? "packet" : "packets")
+            logger.notice("'\(job.input)': \(count) \(what) of output stream \(index) (\(String(cString: avcodec_get_name(par.codec_id)))) had no duration .\(output.muxerName) can record (none given, or over 24 days); each now lasts until the stream's next one, the last until the video ends")
         }
     }
 
@@ -516,9 +524,9 @@ public final class Transcoder {
         }
         var total = Int(videoStream.pointee.nb_frames)
         if total <= 0 {
-            let duration = input.context.pointee.duration
+            let duration = input.seconds
             let rate = av_guess_frame_rate(input.context, videoStream, nil).double
-            if duration > 0 && rate > 0 { total = Int((Double(duration) / Double(AV_TIME_BASE) * rate).rounded()) }
+            if duration > 0 && rate > 0 { total = Int((duration * rate).rounded()) }
         }
         if let range { total = range.frames }
         // After a jump in an MPEG-TS/PS clock the length the header gives (first to last

@@ -601,16 +601,24 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(plain.stderr.contains("closed captions"), plain.stderr)
     }
 
-    /// HDR10 into another codec than HEVC says its mastering metadata is not kept (only x265
-    /// writes it): the output was HDR10 without it, with no word.
-    func testHDR10IntoAnotherCodecSaysItsMetadataIsNotKept() throws {
+    /// HDR10 metadata is written into the container for every codec (Matroska's Colour, the
+    /// .mp4/.mov mdcv and clli boxes), as the ffmpeg command does: it was passed to x265 only,
+    /// and an H.264, FFV1 or ProRes output had none, with a note sending users to HEVC.
+    func testHDR10MetadataIsInTheContainerForEveryCodec() throws {
         let dir = try workspace(["street-hdr10.mp4"])
-        let h264 = try upscale(["street-hdr10.mp4", "--scale", "2", "--codec", "h264", "--preset", "ultrafast"], in: dir)
-        XCTAssertEqual(h264.status, 0, h264.stderr)
-        XCTAssertTrue(h264.stderr.contains("'street-hdr10.mp4' is HDR10: its mastering-display and light-level metadata are written with --codec hevc only; this h264 output"), h264.stderr)
-        let hevc = try upscale(["street-hdr10.mp4", "--scale", "2", "--preset", "ultrafast", "--output", "hevc.mp4"], in: dir)
-        XCTAssertEqual(hevc.status, 0, hevc.stderr)
-        XCTAssertFalse(hevc.stderr.contains("is HDR10"), hevc.stderr)
+        let source = try XCTUnwrap(try HDRMetadata.firstFrame(of: dir.appendingPathComponent("street-hdr10.mp4").path))
+        XCTAssertTrue(source.hasMasteringDisplay)
+        XCTAssertNotNil(source.contentLight)
+        for (codec, name) in [("h264", "h264.mp4"), ("ffv1", "ffv1.mkv"), ("prores", "prores.mov"), ("hevc", "hevc.mkv"), ("hevc", "hevc.mp4")] {
+            let fast = ["hevc", "h264"].contains(codec) ? ["--preset", "ultrafast"] : []
+            let run = try upscale(["street-hdr10.mp4", "--scale", "2", "--codec", codec, "--no-refine", "--output", name] + fast, in: dir)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            XCTAssertFalse(run.stderr.contains("is HDR10"), run.stderr)
+            XCTAssertEqual(try HDRMetadata.container(of: dir.appendingPathComponent(name).path), source, name)
+            XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent(name).path).video?.colorTransfer, "smpte2084", name)
+        }
+        // x265 also writes it into the bitstream (the first picture's).
+        XCTAssertEqual(try HDRMetadata.firstFrame(of: dir.appendingPathComponent("hevc.mkv").path), source)
     }
 
     /// --verbose shows FFmpeg's own warnings, not the failures of the hardware encoders that
@@ -712,6 +720,39 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(stdout.contains("Wrote"), stdout)
         XCTAssertTrue(stderr.hasSuffix("error: cancelled; the output written before it is complete\n"), stderr)
         XCTAssertEqual(listing(dir), ["chunk-h264-bframes Upscaled.mp4", "chunk-h264-bframes.mp4", "street-2s.mp4"])
+    }
+
+    /// Captions with no end (2^32-1 ms, as FFmpeg's dvdsub encoder leaves them) failed the whole
+    /// job into .mp4/.mov ("writing failed: Invalid argument": the muxer takes no duration over
+    /// 2^31-1), and chunked the same at every rerun; the file's length, stretched to 50 days by
+    /// them, also gave a disk-space note of thousands of GB. Each caption now lasts until the
+    /// next, the last until the video ends, and a note says so; .mkv keeps them as they are.
+    func testCaptionsWithNoEndLastUntilTheNextOne() throws {
+        let dir = try workspace(["street-subs.mkv", "chunk-h264-bframes.mp4"])
+        let noEnd: Int64 = 4_294_967_295
+        try Remuxer.copy(dir.appendingPathComponent("street-subs.mkv").path, to: dir.appendingPathComponent("noend.mkv").path, durations: [2: noEnd])
+        XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("noend.mkv").path, stream: 2).map(\.duration), [noEnd, noEnd])
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("noend.mkv").path).duration, 2.023, accuracy: 0.05)
+        // The same captions beside a 6 s video with a keyframe every second, in 1 s chunks (joined
+        // by `ChunkJoin`); its subtitle stream is input stream 4 (the second file's video is left out).
+        try Remuxer.copy(dir.appendingPathComponent("chunk-h264-bframes.mp4").path, to: dir.appendingPathComponent("long.mkv").path,
+                         adding: [dir.appendingPathComponent("street-subs.mkv").path], durations: [4: noEnd])
+        for (input, name, chunk, stream) in [("noend.mkv", "noend.mp4", "0", 2), ("long.mkv", "long.mov", "1", 3)] {
+            let sent = try MediaProbe.packets(dir.appendingPathComponent(input).path, stream: stream == 2 ? 2 : 4).compactMap(\.pts)
+            let run = try upscale([input, "-o", name, "--width", "384", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", chunk], in: dir)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            XCTAssertTrue(run.stderr.contains("2 captions of output stream \(stream) (mov_text) had no duration"), run.stderr)
+            XCTAssertFalse(run.stderr.contains("may need up to"), run.stderr)
+            // The text samples (the muxer adds empty ones between captions), in ms: the first until
+            // the second, the second until the video's end.
+            let out = dir.appendingPathComponent(name).path
+            let captions = try MediaProbe.packets(out, stream: stream).filter { $0.size > 2 }
+            XCTAssertEqual(captions.map(\.pts), sent, name)
+            let timeBase = try MediaProbe.info(out).streams[0].timeBase
+            let videoEnd = try MediaProbe.packets(out, stream: 0).map { ($0.pts! + $0.duration) * Int64(timeBase.0) * 1000 / Int64(timeBase.1) }.max()!
+            XCTAssertEqual(captions.map(\.duration), [sent[1] - sent[0], videoEnd - sent[1]], name)
+            XCTAssertGreaterThan(videoEnd, 2000)
+        }
     }
 
     /// A .mov output keeps a German track's language: FFmpeg's .mov muxer knows "ger", not
