@@ -216,7 +216,8 @@ final class VideoDecoder {
     static func layout(of format: AVPixelFormat) -> ChromaLayout {
         guard format != AV_PIX_FMT_NONE, let d = av_pix_fmt_desc_get(format) else { return .yuv420 }
         let flags = d.pointee.flags
-        guard d.pointee.nb_components >= 3, flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 else { return .yuv420 }
+        guard d.pointee.nb_components >= 3, flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0 else { return .yuv420 }
+        if flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 { return d.pointee.comp.0.depth > 8 ? .yuv444 : .yuv420 }
         switch (d.pointee.log2_chroma_w, d.pointee.log2_chroma_h) {
         case (1, 0): return .yuv422
         case (0, 0): return .yuv444

@@ -18,6 +18,13 @@ final class VideoEncoder {
     let grid: FrameGrid?
     /// The time given to the last picture so far (encoder time base; pictures come in order).
     private(set) var lastPlaced: Int64?
+    /// The furthest a packet's decode time may lie before the first picture's time (encoder
+    /// time base): 64 frames, well beyond any encoder's reordering (x265 reorders at most 16).
+    private var reorderReach: Int64 = 0
+    /// The time given to the first picture.
+    private var firstPlaced: Int64?
+    /// The last packet's decode time (see `mendDecodeTime`).
+    private var lastDecodeTime: Int64?
     /// How long each picture sent is shown (encoder time base), by its time: until the next
     /// picture, the last for `endShown`'s length. Taken by `shownLength(of:)`.
     private var shownFor: [Int64: Int64] = [:]
@@ -74,6 +81,8 @@ final class VideoEncoder {
         grid = FrameGrid(source: timeBase, frameRate: frameRate, start: startTime)
         ctx.pointee.time_base = grid?.timeBase ?? timeBase
         ctx.pointee.framerate = frameRate
+        reorderReach = av_rescale_q(frameRate.num > 0 && frameRate.den > 0 ? 64 : 10, frameRate.num > 0 && frameRate.den > 0
+                                    ? AVRational(num: frameRate.den, den: frameRate.num) : AVRational(num: 1, den: 1), ctx.pointee.time_base)
         ctx.pointee.sample_aspect_ratio = sampleAspect
         ctx.pointee.color_range = outputRange
         ctx.pointee.color_primaries = color.primaries
@@ -279,6 +288,7 @@ final class VideoEncoder {
             input!.pointee.pts = placed
             if let previous = lastPlaced, placed > previous { shownFor[previous] = placed - previous }
             lastPlaced = placed
+            if firstPlaced == nil { firstPlaced = placed }
             // Some encoders (prores_ks) write the picture's own colour description into the
             // bitstream, which players trust over the container's.
             input!.pointee.color_range = context.pointee.color_range
@@ -296,8 +306,30 @@ final class VideoEncoder {
             if received == averrorEAGAIN || received == averrorEOF { return }
             try check(received, "the \(name) encoder failed")
             defer { av_packet_unref(packet) }
+            mendDecodeTime(packet)
             try emit(packet)
         }
+    }
+
+    /// x265 gives the packets of a clip shorter than its B-frame delay (one or two pictures) a
+    /// decode time from memory it never set (-1.5e15 for 4:4:4), and the muxer refused them
+    /// ("writing failed: Not yet implemented"). Such a time, after the packet's presentation or
+    /// further before the first picture than any reordering reaches, becomes its presentation
+    /// time (there was nothing to reorder), kept after the previous packet's. (Measured from the
+    /// first picture, not the packet's own: after a long pause in a variable-rate video a
+    /// reordered stream's decode times rightly trail far behind.)
+    private func mendDecodeTime(_ packet: UnsafeMutablePointer<AVPacket>) {
+        guard let firstPlaced else { return }
+        packet.pointee.dts = Self.decodeTime(pts: packet.pointee.pts, dts: packet.pointee.dts, previous: lastDecodeTime,
+                                             earliest: firstPlaced - reorderReach)
+        if packet.pointee.dts != noPTS { lastDecodeTime = packet.pointee.dts }
+    }
+
+    /// The decode time a packet is written with (see `mendDecodeTime`): `dts` where it lies
+    /// from `earliest` to `pts`, else `pts`, kept after the `previous` packet's.
+    static func decodeTime(pts: Int64, dts: Int64, previous: Int64?, earliest: Int64) -> Int64 {
+        guard pts != noPTS, dts != noPTS, dts > pts || dts < earliest else { return dts }
+        return previous.map { pts > $0 ? pts : $0 + 1 } ?? pts
     }
 }
 

@@ -245,6 +245,43 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try notes(input, .h264), ["'\(input)': H.264 output is 8-bit; use --codec hevc to keep 10 bits"])
     }
 
+    /// 10-bit RGB (a graded master exported as RGB) keeps full colour resolution where the codec
+    /// takes it: it was made 4:2:0 without a word (red and blue 6-10 dB below ffmpeg's own
+    /// upscale in a helper's probe). H.264 says what it loses.
+    func testTenBitRGBKeepsFullColourResolution() throws {
+        let dir = try workspace(copying: ["street-rgb10.mkv"])
+        let input = dir.appendingPathComponent("street-rgb10.mkv").path
+        XCTAssertEqual(try MediaProbe.info(input).video?.pixelFormat, "gbrp10le")
+        for codec in [VideoCodec.ffv1, .hevc] {
+            let (job, summary) = try run(input, UpscaleOptions(output: dir.appendingPathComponent("out.\(codec == .hevc ? "mp4" : "mkv")").path,
+                                                               encoder: EncoderSettings(codec: codec, preset: codec == .hevc ? "ultrafast" : nil)))
+            XCTAssertEqual(summary.frames, 2)
+            XCTAssertEqual(try MediaProbe.info(job.output).video?.pixelFormat, "yuv444p10le", codec.rawValue)
+        }
+        let h264 = try JobPlanner.plan(input: input, options: UpscaleOptions(output: dir.appendingPathComponent("x.mp4").path,
+                                                                            encoder: EncoderSettings(codec: .h264)))
+        XCTAssertEqual(try Transcoder.lossNotes(for: h264), ["'\(input)': H.264 output is 8-bit 4:2:0; use --codec hevc to keep 10 bits and 4:4:4"])
+    }
+
+    /// Decode times an encoder gives from memory it never set (x265 on a clip shorter than its
+    /// B-frame delay: -1.5e15 for pictures at 0 and 1600) become the presentation times;
+    /// reordered B-frames' times (up to 64 frames before the first picture) stay, as do those
+    /// trailing far behind after a long pause in a variable-rate video.
+    func testDecodeTimesFromUnsetMemoryAreMended() {
+        let earliest: Int64 = -64 * 1600
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 0, dts: -1_508_624_704_539_904, previous: nil, earliest: earliest), 0)
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 1600, dts: -1_508_624_704_538_304, previous: 0, earliest: earliest), 1600)
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 0, dts: 94_570_540_277_632, previous: nil, earliest: earliest), 0)
+        // x265's own: the first picture 2 frames early, a B-frame after its reference.
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 0, dts: -3200, previous: nil, earliest: earliest), -3200)
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 1600, dts: 0, previous: -1600, earliest: earliest), 0)
+        // The picture after a 60 s pause, decoded right after the one before the pause.
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 96_000 * 16 + 16_000, dts: 16_000, previous: 14_400, earliest: earliest), 16_000)
+        // A bad time for a picture shown before the previous decode time: just after that one.
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: 800, dts: 9_000_000_000, previous: 1600, earliest: earliest), 1601)
+        XCTAssertEqual(VideoEncoder.decodeTime(pts: noPTS, dts: 5, previous: nil, earliest: earliest), 5)
+    }
+
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
     /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
     /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
