@@ -110,9 +110,10 @@ final class InputFile {
         var longest = 0.0, stretched = false
         for i in 0..<streamCount {
             let s = stream(i)
-            // A stream's own length, or Matroska's per-track DURATION tag ("00:00:12.021000000").
+            // A stream's own length, or Matroska's per-track DURATION tag ("00:00:12.021000000";
+            // mkvmerge's statistics name it DURATION-eng and so on).
             var length = s.pointee.duration > 0 ? Double(s.pointee.duration) * s.pointee.time_base.double : 0
-            if length == 0, let tag = av_dict_get(s.pointee.metadata, "DURATION", nil, 0) {
+            if length == 0, let tag = av_dict_get(s.pointee.metadata, "DURATION", nil, AV_DICT_IGNORE_SUFFIX) {
                 let parts = String(cString: tag.pointee.value).split(separator: ":").compactMap { Double($0) }
                 if parts.count == 3 { length = parts[0] * 3600 + parts[1] * 60 + parts[2] }
             }

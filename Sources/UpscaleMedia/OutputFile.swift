@@ -316,8 +316,9 @@ final class OutputFile {
             try writeUndated(held, until: p.pts != noPTS ? p.pts : p.dts)
         }
         if ["mov", "mp4"].contains(muxerName), p.duration < 0 || p.duration > Int64(Int32.max) {
+            guard let held = av_packet_clone(packet) else { throw UpscaleError(.processing, "out of memory") }
             mended[index, default: 0] += 1
-            undated[index] = av_packet_clone(packet)
+            undated[index] = held
             return
         }
         try writeCheck(av_interleaved_write_frame(context, packet), "writing '\(finalPath)' failed")

@@ -331,7 +331,7 @@ public final class Transcoder {
         for (index, count) in output.mendedDurations() {
             let par = output.stream(index).pointee.codecpar.pointee
             let what = par.codec_type == AVMEDIA_TYPE_SUBTITLE ? (count == 1 ? "caption" : "captions") : (count == 1 ? "packet" : "packets")
-            logger.notice("'\(job.input)': \(count) \(what) of output stream \(index) (\(String(cString: avcodec_get_name(par.codec_id)))) had no duration .\(output.muxerName) can record (none given, or over 24 days); each now lasts until the stream's next one, the last until the video ends")
+            logger.notice("'\(job.input)': \(count) \(what) of output stream \(index) (\(String(cString: avcodec_get_name(par.codec_id)))) had no duration .\(output.muxerName) can record (a negative one, or one too long for it); each now lasts until the stream's next one, the last until the video ends")
         }
     }
 

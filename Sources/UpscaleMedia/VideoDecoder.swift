@@ -418,11 +418,13 @@ final class VideoDecoder {
         // H.264/HEVC stream (.h264, .hevc: no container) gives none to any picture, and has no
         // start time: they start at 0 and follow at its frame rate (they were numbered 0, 1, 2
         // in ticks of 1/1200000 s, and 4 s of video played in 0.1 s). A first picture with no
-        // time in a stream that has a start time is left untimed, as before.
+        // time in a stream that has a start time (an MPEG-TS whose first picture's packet has
+        // none: the start is the next one's) comes a frame before that start, as the ffmpeg
+        // command has it (left untimed, it crashed the encoder's timing).
         if pts == noPTS, let last = lastDelivered {
             pts = last + step
-        } else if pts == noPTS, stream.pointee.start_time == noPTS {
-            pts = 0
+        } else if pts == noPTS {
+            pts = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time - step
         }
         if pts != noPTS { lastDelivered = pts }
         lastDuration = step

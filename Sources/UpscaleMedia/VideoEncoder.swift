@@ -286,9 +286,11 @@ final class VideoEncoder {
             }
             let placed = grid?.place(pts) ?? pts
             input!.pointee.pts = placed
-            if let previous = lastPlaced, placed > previous { shownFor[previous] = placed - previous }
-            lastPlaced = placed
-            if firstPlaced == nil { firstPlaced = placed }
+            if placed != noPTS {
+                if let previous = lastPlaced, placed > previous { shownFor[previous] = placed - previous }
+                lastPlaced = placed
+                if firstPlaced == nil { firstPlaced = placed }
+            }
             // Some encoders (prores_ks) write the picture's own colour description into the
             // bitstream, which players trust over the container's.
             input!.pointee.color_range = context.pointee.color_range
@@ -315,18 +317,24 @@ final class VideoEncoder {
     /// decode time from memory it never set (-1.5e15 for 4:4:4), and the muxer refused them
     /// ("writing failed: Not yet implemented"). Such a time, after the packet's presentation or
     /// further before the first picture than any reordering reaches, becomes its presentation
-    /// time (there was nothing to reorder), kept after the previous packet's. (Measured from the
-    /// first picture, not the packet's own: after a long pause in a variable-rate video a
-    /// reordered stream's decode times rightly trail far behind.)
+    /// time (there was nothing to reorder). An encoder's own decode times start before the
+    /// first picture by at most the span of the pictures it had when it gave its first packet
+    /// (a variable-rate video that opens on a 5 s still: 5 s), so the reach is the larger of
+    /// 64 frames and the span sent so far.
     private func mendDecodeTime(_ packet: UnsafeMutablePointer<AVPacket>) {
-        guard let firstPlaced else { return }
+        guard let firstPlaced, let lastPlaced else { return }
+        let span = max(reorderReach, lastPlaced.subtractingReportingOverflow(firstPlaced).partialValue)
+        let earliest = firstPlaced.subtractingReportingOverflow(span)
         packet.pointee.dts = Self.decodeTime(pts: packet.pointee.pts, dts: packet.pointee.dts, previous: lastDecodeTime,
-                                             earliest: firstPlaced - reorderReach)
+                                             earliest: earliest.overflow ? Int64.min : earliest.partialValue)
         if packet.pointee.dts != noPTS { lastDecodeTime = packet.pointee.dts }
     }
 
     /// The decode time a packet is written with (see `mendDecodeTime`): `dts` where it lies
-    /// from `earliest` to `pts`, else `pts`, kept after the `previous` packet's.
+    /// from `earliest` to `pts`, else `pts` where that comes after the `previous` packet's. A
+    /// bad time on a picture shown before the previous decode time has no good value (only a
+    /// reordered picture is, and x265's bad times come with nothing to reorder): just after
+    /// the previous one, which the muxer refuses as it would have refused the bad one.
     static func decodeTime(pts: Int64, dts: Int64, previous: Int64?, earliest: Int64) -> Int64 {
         guard pts != noPTS, dts != noPTS, dts > pts || dts < earliest else { return dts }
         return previous.map { pts > $0 ? pts : $0 + 1 } ?? pts

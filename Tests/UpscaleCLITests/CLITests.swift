@@ -617,6 +617,50 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// An MPEG-TS whose first picture's packet has no time (its stream's start is the next
+    /// picture's) crashed the job (SIGILL: the encoder's timing subtracted "no time"). The
+    /// picture comes a frame before the next, as the ffmpeg command has it; every picture is kept.
+    func testAFirstPictureWithNoTimeGetsOne() throws {
+        let dir = try workspace(["street-ts-untimed-first.ts"])
+        XCTAssertNil(try MediaProbe.packets(dir.appendingPathComponent("street-ts-untimed-first.ts").path, stream: 0).first?.pts)
+        for name in ["untimed.mkv", "untimed.mp4"] {
+            let run = try upscale(["street-ts-untimed-first.ts", "--scale", "2", "--preset", "ultrafast", "-o", name], in: dir)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            let packets = try MediaProbe.packets(dir.appendingPathComponent(name).path, stream: 0)
+            XCTAssertEqual(packets.count, 10, name)
+            let times = packets.compactMap(\.pts).sorted()
+            XCTAssertEqual(times.count, 10, name)
+            XCTAssertEqual(Set(zip(times, times.dropFirst()).map { $1 - $0 }).count, 1, "evenly spaced: \(times)")
+        }
+    }
+
+    /// A variable-rate video that opens on a 30 s still: the encoder's first decode times lie
+    /// that far before the first picture, rightly. A rule for x265's bad decode times took them
+    /// for bad and the .mp4 muxer then wrote the 2nd and 3rd pictures at 1 and 2 ticks.
+    func testAVideoOpeningOnALongStillKeepsItsTimes() throws {
+        let dir = try workspace(["street-2s.mp4"])
+        let source = dir.appendingPathComponent("street-2s.mp4").path
+        let first = try XCTUnwrap(try MediaProbe.packets(source, stream: 0).compactMap(\.pts).min())
+        let timeBase = try MediaProbe.info(source).streams[0].timeBase
+        let still = Int64(30 * timeBase.1 / timeBase.0)
+        try Remuxer.copy(source, to: dir.appendingPathComponent("still.mkv").path, retime: { $0 <= first ? $0 : $0 + still })
+        let sent = try MediaProbe.packets(dir.appendingPathComponent("still.mkv").path, stream: 0).compactMap(\.pts).sorted()
+        for name in ["still.mp4", "still-h264.mp4"] {
+            let codec = name == "still.mp4" ? "hevc" : "h264"
+            let run = try upscale(["still.mkv", "--width", "384", "--preset", "ultrafast", "--no-refine", "--codec", codec, "-o", name], in: dir)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            let out = dir.appendingPathComponent(name).path
+            let outBase = try MediaProbe.info(out).streams[0].timeBase
+            let shown = try MediaProbe.packets(out, stream: 0).compactMap(\.pts).sorted()
+            XCTAssertEqual(shown.count, sent.count, name)
+            // The same times, in seconds from the first picture (ms resolution).
+            func seconds(_ times: [Int64], _ base: (Int, Int)) -> [Int] {
+                times.map { Int((Double($0 - times[0]) * Double(base.0) / Double(base.1) * 1000).rounded()) }
+            }
+            XCTAssertEqual(seconds(shown, outBase), seconds(sent, try MediaProbe.info(dir.appendingPathComponent("still.mkv").path).streams[0].timeBase), name)
+        }
+    }
+
     /// HDR10 metadata is written into the container for every codec (Matroska's Colour, the
     /// .mp4/.mov mdcv and clli boxes), as the ffmpeg command does: it was passed to x265 only,
     /// and an H.264, FFV1 or ProRes output had none, with a note sending users to HEVC.
@@ -768,6 +812,38 @@ final class CLITests: XCTestCase {
             let videoEnd = try MediaProbe.packets(out, stream: 0).map { ($0.pts! + $0.duration) * Int64(timeBase.0) * 1000 / Int64(timeBase.1) }.max()!
             XCTAssertEqual(captions.map(\.duration), [sent[1] - sent[0], videoEnd - sent[1]], name)
             XCTAssertGreaterThan(videoEnd, 2000)
+        }
+    }
+
+    /// DVD bitmap subtitles as FFmpeg's dvdsub encoder writes them (no end: 2^32-1 ms): copied
+    /// into .mp4 with the caption lasting until the video ends (the job failed), into .mkv as they
+    /// are; .mov cannot hold them, and the note names both containers that can (it said .mkv).
+    func testDVDSubtitlesWithNoEndAreCopied() throws {
+        let dir = try workspace(["street-dvdsub.mkv"])
+        let sent = try XCTUnwrap(try MediaProbe.packets(dir.appendingPathComponent("street-dvdsub.mkv").path, stream: 2).first)
+        XCTAssertEqual(sent.duration, 4_294_967_295)
+        for name in ["dvd.mp4", "dvd.mkv", "dvd.mov"] {
+            let run = try upscale(["street-dvdsub.mkv", "-o", name, "--width", "384", "--preset", "ultrafast", "--no-refine"], in: dir)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            let out = dir.appendingPathComponent(name).path
+            let subtitles = try MediaProbe.info(out).streams.filter { $0.kind == .subtitle }
+            if name == "dvd.mov" {
+                XCTAssertEqual(subtitles.count, 0)
+                XCTAssertTrue(run.stderr.contains("subtitle stream 2 (dvd_subtitle) cannot go in .mov; not copied (use .mp4 or .mkv to keep it)"), run.stderr)
+                continue
+            }
+            XCTAssertEqual(subtitles.map(\.codec), ["dvd_subtitle"], name)
+            let caption = try XCTUnwrap(try MediaProbe.packets(out, stream: 2).first, name)
+            XCTAssertEqual(caption.checksum, sent.checksum, name)
+            XCTAssertEqual(run.stderr.contains("1 caption of output stream 2 (dvd_subtitle) had no duration .mp4 can record"), name == "dvd.mp4", run.stderr)
+            if name == "dvd.mkv" {
+                XCTAssertEqual(caption.duration, sent.duration)
+            } else {
+                // Until the video's end (2.0 s, ms time base), from where the caption starts.
+                let timeBase = try MediaProbe.info(out).streams[2].timeBase
+                XCTAssertEqual(timeBase.1 / timeBase.0, 1000)
+                XCTAssertEqual(caption.duration + (caption.pts ?? 0), 2023, accuracy: 25)
+            }
         }
     }
 
