@@ -237,7 +237,7 @@ final class TranscoderTests: XCTestCase {
     /// codec other than HEVC: the container keeps it for every codec (see
     /// `testHDR10MetadataIsInTheContainerForEveryCodec`).
     func testTheLossNotesSayOnlyWhatIsLost() throws {
-        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let dir = try workspace(copying: ["street-hdr10.mp4", "street-prores4444-alpha.mov"])
         let input = dir.appendingPathComponent("street-hdr10.mp4").path
         func notes(_ path: String, _ codec: VideoCodec) throws -> [String] {
             try Transcoder.lossNotes(for: JobPlanner.plan(input: path, options: UpscaleOptions(output: dir.appendingPathComponent("x.mkv").path,
@@ -246,6 +246,11 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try notes(input, .ffv1), [])
         XCTAssertEqual(try notes(input, .hevc), [])
         XCTAssertEqual(try notes(input, .h264), ["'\(input)': H.264 output is 8-bit; use --codec hevc to keep 10 bits"])
+        // A 12-bit master (ProRes 4444) into HEVC or FFV1 becomes 10-bit, said.
+        let master = dir.appendingPathComponent("street-prores4444-alpha.mov").path
+        for codec in [VideoCodec.hevc, .ffv1] {
+            XCTAssertTrue(try notes(master, codec).contains("'\(master)' is 12-bit; the output is 10-bit"), codec.rawValue)
+        }
     }
 
     /// 10-bit RGB (a graded master exported as RGB) keeps full colour resolution where the codec
