@@ -33,9 +33,9 @@ public struct TranscodeSummary: Sendable {
 
 extension Transcoder {
     /// The note for captions carried inside the pictures (CEA-608/708 in A/53 user data):
-    /// they were dropped without a word (`ffmpeg -c copy` keeps them; x265 here cannot write them).
+    /// they were dropped without a word (`ffmpeg -c copy` keeps them; libx264 writes them, x265 here cannot).
     public static func captionsNote(_ input: String) -> String {
-        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — extract them first to keep them (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
+        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec h264 to keep them there, or extract them first (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
     }
 }
 
@@ -161,6 +161,8 @@ public final class Transcoder {
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: enlarges ? 1 : min(job.threads, 4),
                                        deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil,
                                        keepAlpha: job.keepsAlpha)
+        // libx264 writes closed captions carried in the pictures (CEA-608/708 in A/53); x265 here cannot.
+        decoder.keepsCaptions = job.encoder.codec == .h264
         let chunk = job.chunk
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
@@ -261,7 +263,7 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            if decoder.sawCaptions { logger.notice("\(Self.captionsNote(job.input))") }
+            if decoder.sawCaptions && !decoder.keepsCaptions { logger.notice("\(Self.captionsNote(job.input))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
@@ -493,7 +495,7 @@ public final class Transcoder {
             let checksum = try output.finish()
             var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
                                            encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
-            summary.droppedCaptions = decoder.sawCaptions
+            summary.droppedCaptions = decoder.sawCaptions && !decoder.keepsCaptions
             return summary
         } catch {
             output.abandon()
@@ -753,7 +755,8 @@ public final class Transcoder {
                 while let item = scaled.pop() {
                     switch item {
                     case .picture(let frame, let pts):
-                        try encoder.encode(frame, pts: pts, release: { outputPool.give(frame) }, emit: writeVideo)
+                        try encoder.encode(frame, pts: pts, captions: decoder.keepsCaptions ? decoder.captions(at: pts) : nil,
+                                           release: { outputPool.give(frame) }, emit: writeVideo)
                     case .preroll:
                         break
                     case .packet(let p, let stream):

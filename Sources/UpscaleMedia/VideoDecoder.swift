@@ -1,4 +1,5 @@
 import CFFmpeg
+import Synchronization
 import UpscaleCore
 
 /// The color description a video stream carries, passed through to the encoder.
@@ -310,8 +311,18 @@ final class VideoDecoder {
         try feed(packet, make: make, emit: emit)
     }
 
-    /// Whether a picture carried closed captions (A/53 user data), which are not passed on.
+    /// Whether a picture carried closed captions (A/53 user data).
     private(set) var sawCaptions = false
+    /// With `keepsCaptions`, each picture's closed captions (A/53 cc_data) by its time, until
+    /// the encoder takes them (`captions(at:)`).
+    private let captionsByTime = Mutex<[Int64: [UInt8]]>([:])
+    /// Whether pictures' closed captions are kept for the encoder (H.264: libx264 writes them).
+    var keepsCaptions = false
+
+    /// The closed captions of the picture timed `pts` (once), if it carried any.
+    func captions(at pts: Int64) -> [UInt8]? {
+        captionsByTime.withLock { $0.removeValue(forKey: pts) }
+    }
 
     /// Whether the first packet was looked at by `startsAtRecoveryPoint`.
     private var firstPacketSeen = false
@@ -431,7 +442,13 @@ final class VideoDecoder {
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
             throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
         }
-        if !sawCaptions && av_frame_get_side_data(frame, AV_FRAME_DATA_A53_CC) != nil { sawCaptions = true }
+        if let captions = av_frame_get_side_data(frame, AV_FRAME_DATA_A53_CC) {
+            sawCaptions = true
+            if keepsCaptions, pts != noPTS, captions.pointee.size > 0 {
+                let bytes = Array(UnsafeBufferPointer(start: captions.pointee.data, count: Int(captions.pointee.size)))
+                captionsByTime.withLock { $0[pts] = bytes }
+            }
+        }
         if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {
             throw UpscaleError(.processing, "'\(path)': the picture size changes mid-stream at \(seconds(pts)) (\(width)x\(height) to \(frame.pointee.width)x\(frame.pointee.height)); split the file there first")
         }

@@ -219,7 +219,9 @@ final class VideoEncoder {
     /// copy, wrapped in a reference-counted buffer whose release gives it back (FFmpeg copies
     /// a picture that is not reference counted into a freshly allocated frame: at 8K that is
     /// 50 MB of new pages a frame, since glibc serves blocks over 32 MB with fresh mmaps).
-    func encode(_ picture: Picture?, pts: Int64, release: @escaping () -> Void = {},
+    /// `captions`: the picture's closed captions (A/53 cc_data), which libx264 writes into its
+    /// SEI (other encoders here ignore them).
+    func encode(_ picture: Picture?, pts: Int64, captions: [UInt8]? = nil, release: @escaping () -> Void = {},
                 emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
         var upload: UnsafeMutablePointer<AVFrame>?
@@ -298,6 +300,14 @@ final class VideoEncoder {
             input!.pointee.color_trc = context.pointee.color_trc
             input!.pointee.colorspace = context.pointee.colorspace
             input!.pointee.chroma_location = context.pointee.chroma_sample_location
+            // A reused frame (`converted`) keeps side data from the picture before.
+            av_frame_remove_side_data(input, AV_FRAME_DATA_A53_CC)
+            if let captions, !captions.isEmpty {
+                guard let data = av_frame_new_side_data(input, AV_FRAME_DATA_A53_CC, captions.count) else {
+                    throw UpscaleError(.processing, "out of memory")
+                }
+                captions.withUnsafeBufferPointer { data.pointee.data.update(from: $0.baseAddress!, count: captions.count) }
+            }
         }
         let sent = avcodec_send_frame(context, input)
         if sent < 0 && sent != averrorEOF {

@@ -292,6 +292,42 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(VideoEncoder.decodeTime(pts: noPTS, dts: 5, previous: nil, earliest: earliest), 5)
     }
 
+    /// Closed captions carried in the pictures (CEA-608 in A/53 user data) are kept with
+    /// `--codec h264`: libx264 writes the cc_data it is given, picture by picture (they were
+    /// dropped with every codec). HEVC output still drops them, with the note.
+    func testClosedCaptionsAreKeptInH264() throws {
+        let dir = try workspace(copying: ["street-captions.mp4"])
+        let input = dir.appendingPathComponent("street-captions.mp4").path
+        /// Each picture's cc_data, by its time in seconds (ms).
+        func captions(_ path: String) throws -> [Int: [UInt8]] {
+            let file = try InputFile(path: path)
+            let index = try file.videoStreamIndex()
+            let stream = file.stream(index)
+            let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
+            decoder.keepsCaptions = true
+            var times: [Int64] = []
+            let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
+            var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+            defer { av_packet_free(&packet) }
+            while try file.read(into: packet!) {
+                defer { av_packet_unref(packet) }
+                guard Int(packet!.pointee.stream_index) == index else { continue }
+                try decoder.decode(packet, makeFrame: make) { times.append($1) }
+            }
+            try decoder.decode(nil, makeFrame: make) { times.append($1) }
+            let base = stream.pointee.time_base.double
+            return Dictionary(uniqueKeysWithValues: times.compactMap { t in decoder.captions(at: t).map { (Int((Double(t) * base * 1000).rounded()), $0) } })
+        }
+        let sent = try captions(input)
+        XCTAssertGreaterThan(sent.count, 10)
+        let h264 = dir.appendingPathComponent("h264.mp4").path
+        _ = try run(input, UpscaleOptions(width: 640, output: h264, encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
+        XCTAssertEqual(try captions(h264), sent)
+        let hevc = dir.appendingPathComponent("hevc.mp4").path
+        _ = try run(input, UpscaleOptions(width: 640, output: hevc, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(try captions(hevc).count, 0)
+    }
+
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
     /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
     /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
