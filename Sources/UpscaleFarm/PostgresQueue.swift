@@ -137,6 +137,9 @@ public final class PostgresQueue: @unchecked Sendable {
     private var connection: PostgresConnection?
     private var listener: ((String) -> Void)?
     private var everConnected = false
+    /// The worker name this queue's connection holds (`holdWorkerName`), taken again on each
+    /// new connection: the lock ends with the session it was taken in.
+    private var heldName: String?
     private static let ids = IDCounter()
 
     public init(address: QueueAddress, logger: Logger = Logger(label: "upscale.queue")) throws {
@@ -169,6 +172,17 @@ public final class PostgresQueue: @unchecked Sendable {
                                                           id: Self.ids.next(), logger: logger))
         connection = made
         everConnected = true
+        if let heldName {
+            // Another worker may have taken the name while this one was cut off: it stops
+            // rather than run beside it under one name (they showed as one row, and the first
+            // to stop took the other's slots off the list).
+            let taken = try run(made, "SELECT pg_try_advisory_lock(74156, hashtext(\(heldName)))").rows.first!.decode(Bool.self)
+            guard taken else {
+                _ = try? bounded(made.close())
+                connection = nil
+                throw FarmError("while this worker was cut off from the queue, another worker took its name '\(heldName)'; this one stops (give one of them another --name)")
+            }
+        }
         if let listener {
             made.addListener(channel: Self.channel) { _, notice in listener(notice.payload) }
             _ = try bounded(made.query("LISTEN \(unescaped: Self.channel)", logger: logger))
@@ -739,11 +753,13 @@ public final class PostgresQueue: @unchecked Sendable {
     /// A session advisory lock, so a worker that crashed or was killed frees its name with its
     /// connection (a check of the list's rows would refuse a restart for half a minute). Two
     /// workers of one name showed as one row, and the first to stop took the other's slots
-    /// off the list. (A connection lost and made again does not take the name again.)
+    /// off the list. A connection lost and made again takes the name again (see `connect`).
     public func holdWorkerName(_ name: String) throws -> Bool {
-        try with { c in
+        let taken = try with { c in
             try run(c, "SELECT pg_try_advisory_lock(74156, hashtext(\(name)))").rows.first!.decode(Bool.self)
         }
+        if taken { lock.withLock { heldName = name } }
+        return taken
     }
 
     /// A stopped worker's slots leave the list (they stayed, stale, for good).

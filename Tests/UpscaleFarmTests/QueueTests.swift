@@ -268,6 +268,24 @@ final class QueueTests: XCTestCase {
         XCTAssertNil(outcome.error)
     }
 
+    /// A worker's name is held again when its connection is made again (the lock ended with
+    /// the lost session, and a second worker could then start under the same name); taken by
+    /// another meanwhile, the first worker's next call stops it with a line that says so.
+    func testAWorkerNameIsHeldAgainAfterItsConnectionIsEnded() throws {
+        let a = try queue(), b = try queue()
+        XCTAssertTrue(try a.holdWorkerName("twice"))
+        XCTAssertFalse(try b.holdWorkerName("twice"))
+        let endOthers = "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 74156 AND pid <> pg_backend_pid()"
+        try b.execute(endOthers)
+        _ = try a.workers()
+        XCTAssertFalse(try b.holdWorkerName("twice"), "the name is held again after the reconnect")
+        try b.execute(endOthers)
+        XCTAssertTrue(try b.holdWorkerName("twice"))
+        XCTAssertThrowsError(try a.workers()) { error in
+            XCTAssertTrue("\(error)".contains("another worker took its name 'twice'"), "\(error)")
+        }
+    }
+
     /// A stopped worker's slots leave the list, whatever its name holds (one ending in a
     /// backslash, LIKE's escape character, stayed; a name with % or _ must not take others).
     func testAStoppedWorkerLeavesTheListWhateverItsName() throws {
