@@ -199,6 +199,11 @@ public final class FarmWorker: @unchecked Sendable {
                         flag.cancel()
                     }
                     try? queue.reportWorker(name: owner, fps: fps, current: what)
+                } catch let error as FarmError where error.nameTaken {
+                    // The worker stops: its chunk with it (it encoded to the end, for nothing).
+                    stop.cancel()
+                    flag.cancel()
+                    break
                 } catch {
                     // The server is unreachable for longer than the reconnect window; keep
                     // working: the write at the end is checked against the token anyway.
@@ -246,6 +251,7 @@ public final class FarmWorker: @unchecked Sendable {
                 count { $0.discarded += 1 }
             }
         } catch {
+            if let lost = error as? FarmError, lost.nameTaken { throw lost }
             if beat.lost {
                 count { $0.discarded += 1 }
                 if (try? queue.job(id: task.jobID))??.state == "cancelled" {

@@ -140,6 +140,10 @@ public final class PostgresQueue: @unchecked Sendable {
     /// The worker name this queue's connection holds (`holdWorkerName`), taken again on each
     /// new connection: the lock ends with the session it was taken in.
     private var heldName: String?
+    /// The server session (backend process id) that holds `heldName`.
+    private var nameSession: Int32?
+    /// Connections let go of by `dropConnectionAsACutWould`, kept open.
+    private var cutConnections: [PostgresConnection] = []
     private static let ids = IDCounter()
 
     public init(address: QueueAddress, logger: Logger = Logger(label: "upscale.queue")) throws {
@@ -151,7 +155,7 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     deinit {
-        if let connection { _ = try? bounded(connection.close()) }
+        for c in cutConnections + (connection.map { [$0] } ?? []) where !c.isClosed { _ = try? bounded(c.close()) }
     }
 
     // MARK: Connection
@@ -170,24 +174,60 @@ public final class PostgresQueue: @unchecked Sendable {
                                                       password: address.password, database: address.database, tls: tls)
         let made = try bounded(PostgresConnection.connect(on: PostgresConnection.defaultEventLoopGroup.any(), configuration: config,
                                                           id: Self.ids.next(), logger: logger))
-        connection = made
         everConnected = true
         if let heldName {
-            // Another worker may have taken the name while this one was cut off: it stops
-            // rather than run beside it under one name (they showed as one row, and the first
-            // to stop took the other's slots off the list).
-            let taken = try run(made, "SELECT pg_try_advisory_lock(74156, hashtext(\(heldName)))").rows.first!.decode(Bool.self)
-            guard taken else {
+            do {
+                try takeNameAgain(heldName, on: made)
+            } catch {
                 _ = try? bounded(made.close())
-                connection = nil
-                throw FarmError("while this worker was cut off from the queue, another worker took its name '\(heldName)'; this one stops (give one of them another --name)")
+                throw error
             }
         }
+        connection = made
         if let listener {
             made.addListener(channel: Self.channel) { _, notice in listener(notice.payload) }
             _ = try bounded(made.query("LISTEN \(unescaped: Self.channel)", logger: logger))
         }
         return made
+    }
+
+    /// Takes the worker name again on a new connection. The server may not have noticed the
+    /// old connection is gone (after a network cut it keeps the session, and its lock, until
+    /// TCP keepalive gives up: up to two hours), so a name held by this queue's own earlier
+    /// session is taken from it. One another worker took meanwhile stops this one rather than
+    /// run beside it under one name (they showed as one row, and the first to stop took the
+    /// other's slots off the list).
+    private func takeNameAgain(_ name: String, on made: PostgresConnection) throws {
+        func take() throws -> (Bool, Int32) {
+            try bounded(made.query("SELECT pg_try_advisory_lock(74156, hashtext(\(name))), pg_backend_pid()", logger: logger))
+                .rows.first!.decode((Bool, Int32).self)
+        }
+        var (taken, session) = try take()
+        if !taken, let earlier = nameSession {
+            let ended = try bounded(made.query("""
+                SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 74156 AND objsubid = 2
+                AND objid::bigint = (hashtext(\(name))::bigint & 4294967295) AND pid = \(earlier)
+                """, logger: logger)).rows.first != nil
+            // The ended session lets go of its locks as it exits.
+            for _ in 0..<50 where ended && !taken {
+                Thread.sleep(forTimeInterval: 0.2)
+                (taken, session) = try take()
+            }
+        }
+        guard taken else {
+            throw FarmError("while this worker was cut off from the queue, another worker took its name '\(name)'; this one stops (give one of them another --name)",
+                            nameTaken: true)
+        }
+        nameSession = session
+    }
+
+    /// For tests: lets go of the connection without closing it, as a network cut does (the
+    /// server keeps its session until it notices); the next call connects again.
+    public func dropConnectionAsACutWould() {
+        lock.withLock {
+            if let connection { cutConnections.append(connection) }
+            connection = nil
+        }
     }
 
     /// Runs `body` on the connection, reconnecting and repeating it after connection failures.
@@ -755,10 +795,10 @@ public final class PostgresQueue: @unchecked Sendable {
     /// workers of one name showed as one row, and the first to stop took the other's slots
     /// off the list. A connection lost and made again takes the name again (see `connect`).
     public func holdWorkerName(_ name: String) throws -> Bool {
-        let taken = try with { c in
-            try run(c, "SELECT pg_try_advisory_lock(74156, hashtext(\(name)))").rows.first!.decode(Bool.self)
+        let (taken, session) = try with { c in
+            try run(c, "SELECT pg_try_advisory_lock(74156, hashtext(\(name))), pg_backend_pid()").rows.first!.decode((Bool, Int32).self)
         }
-        if taken { lock.withLock { heldName = name } }
+        if taken { lock.withLock { (heldName, nameSession) = (name, session) } }
         return taken
     }
 

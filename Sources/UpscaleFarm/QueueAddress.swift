@@ -68,7 +68,12 @@ public struct QueueAddress: Sendable, Equatable, CustomStringConvertible {
 /// A queue problem in one line, for the user.
 public struct FarmError: Error, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// Another worker took this worker's name while it was cut off from the queue: it stops.
+    public let nameTaken: Bool
+    public init(_ description: String, nameTaken: Bool = false) {
+        self.description = description
+        self.nameTaken = nameTaken
+    }
 }
 
 /// Rewrites path prefixes for this machine (`--map /mnt/nas=/Volumes/nas`): the queue keeps

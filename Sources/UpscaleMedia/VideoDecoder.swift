@@ -446,7 +446,9 @@ final class VideoDecoder {
             sawCaptions = true
             if keepsCaptions, pts != noPTS, captions.pointee.size > 0 {
                 let bytes = Array(UnsafeBufferPointer(start: captions.pointee.data, count: Int(captions.pointee.size)))
-                captionsByTime.withLock { $0[pts] = bytes }
+                // Two pictures of one time (after damage, repeated timestamps): the one kept
+                // carries both's captions (cc_data is a run of 3-byte groups).
+                captionsByTime.withLock { $0[pts, default: []] += bytes }
             }
         }
         if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {

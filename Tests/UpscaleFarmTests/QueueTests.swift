@@ -286,6 +286,17 @@ final class QueueTests: XCTestCase {
         }
     }
 
+    /// A network cut: the server keeps the old session, and its hold on the name, until it
+    /// notices (up to two hours). The new connection takes the name from that session of its
+    /// own instead of stopping the worker as if another had taken it.
+    func testAWorkerNameHeldByItsOwnCutSessionIsTakenBack() throws {
+        let a = try queue(), b = try queue()
+        XCTAssertTrue(try a.holdWorkerName("cut"))
+        a.dropConnectionAsACutWould()
+        XCTAssertNoThrow(try a.workers())
+        XCTAssertFalse(try b.holdWorkerName("cut"))
+    }
+
     /// A stopped worker's slots leave the list, whatever its name holds (one ending in a
     /// backslash, LIKE's escape character, stayed; a name with % or _ must not take others).
     func testAStoppedWorkerLeavesTheListWhateverItsName() throws {
