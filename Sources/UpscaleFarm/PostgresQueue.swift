@@ -198,11 +198,7 @@ public final class PostgresQueue: @unchecked Sendable {
     /// run beside it under one name (they showed as one row, and the first to stop took the
     /// other's slots off the list).
     private func takeNameAgain(_ name: String, on made: PostgresConnection) throws {
-        func take() throws -> (Bool, Int32) {
-            try bounded(made.query("SELECT pg_try_advisory_lock(74156, hashtext(\(name))), pg_backend_pid()", logger: logger))
-                .rows.first!.decode((Bool, Int32).self)
-        }
-        var (taken, session) = try take()
+        var (taken, session) = try tryName(name, on: made)
         if !taken, let earlier = nameSession {
             let ended = try bounded(made.query("""
                 SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 74156 AND objsubid = 2
@@ -211,7 +207,7 @@ public final class PostgresQueue: @unchecked Sendable {
             // The ended session lets go of its locks as it exits.
             for _ in 0..<50 where ended && !taken {
                 Thread.sleep(forTimeInterval: 0.2)
-                (taken, session) = try take()
+                (taken, session) = try tryName(name, on: made)
             }
         }
         guard taken else {
@@ -219,6 +215,13 @@ public final class PostgresQueue: @unchecked Sendable {
                             nameTaken: true)
         }
         nameSession = session
+    }
+
+    /// Tries to take the worker name `name` on `c`: whether it did, and the server session
+    /// (backend process id) that asked.
+    private func tryName(_ name: String, on c: PostgresConnection) throws -> (Bool, Int32) {
+        try bounded(c.query("SELECT pg_try_advisory_lock(74156, hashtext(\(name))), pg_backend_pid()", logger: logger))
+            .rows.first!.decode((Bool, Int32).self)
     }
 
     /// For tests: lets go of the connection without closing it, as a network cut does (the
@@ -795,9 +798,7 @@ public final class PostgresQueue: @unchecked Sendable {
     /// workers of one name showed as one row, and the first to stop took the other's slots
     /// off the list. A connection lost and made again takes the name again (see `connect`).
     public func holdWorkerName(_ name: String) throws -> Bool {
-        let (taken, session) = try with { c in
-            try run(c, "SELECT pg_try_advisory_lock(74156, hashtext(\(name))), pg_backend_pid()").rows.first!.decode((Bool, Int32).self)
-        }
+        let (taken, session) = try with { try tryName(name, on: $0) }
         if taken { lock.withLock { (heldName, nameSession) = (name, session) } }
         return taken
     }

@@ -17,6 +17,8 @@ final class OutputFile {
     /// start at 1.4 s and more (an hour in, for a recording), which became an empty stretch
     /// before the picture in .mov/.mkv output. Streams keep their offsets to one another.
     private var startOffset: Int64 = 0
+    /// .mov/.mp4, whose muxer refuses a packet duration over 2^31-1 (see `write`).
+    private let refusesLongDurations: Bool
     /// .mov/.mp4: per stream, a packet whose duration the muxer refuses (negative, or over
     /// 2^31-1 in the stream's time base: FFmpeg's dvdsub encoder leaves 2^32-1 ms on captions
     /// with no end), held until the stream's next packet or the end gives it one.
@@ -46,6 +48,7 @@ final class OutputFile {
         try check(avformat_alloc_output_context2(&ctx, nil, muxer, temporaryPath), "cannot set up a \(muxer) file")
         context = ctx!
         muxerName = String(cString: ctx!.pointee.oformat.pointee.name)
+        refusesLongDurations = ["mov", "mp4"].contains(muxerName)
     }
 
     deinit {
@@ -308,14 +311,14 @@ final class OutputFile {
             if packet.pointee.dts != noPTS { packet.pointee.dts -= shift }
         }
         av_packet_rescale_ts(packet, encoderTimeBases[index]!, stream(index).pointee.time_base)
-        let timeBase = stream(index).pointee.time_base, p = packet.pointee
-        if stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO, p.pts != noPTS {
-            videoEnd = max(videoEnd, av_rescale_q(p.pts + max(p.duration, 0), timeBase, AVRational(num: 1, den: AV_TIME_BASE)))
+        let p = packet.pointee
+        if refusesLongDurations, stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO, p.pts != noPTS {
+            videoEnd = max(videoEnd, av_rescale_q(p.pts + max(p.duration, 0), stream(index).pointee.time_base, AVRational(num: 1, den: AV_TIME_BASE)))
         }
         if let held = undated.removeValue(forKey: index) {
             try writeUndated(held, until: p.pts != noPTS ? p.pts : p.dts)
         }
-        if ["mov", "mp4"].contains(muxerName), p.duration < 0 || p.duration > Int64(Int32.max) {
+        if refusesLongDurations, p.duration < 0 || p.duration > Int64(Int32.max) {
             guard let held = av_packet_clone(packet) else { throw UpscaleError(.processing, "out of memory") }
             mended[index, default: 0] += 1
             undated[index] = held

@@ -263,7 +263,7 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            if decoder.sawCaptions && !decoder.keepsCaptions { logger.notice("\(Self.captionsNote(job.input))") }
+            if decoder.dropsCaptions { logger.notice("\(Self.captionsNote(job.input))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
@@ -495,7 +495,7 @@ public final class Transcoder {
             let checksum = try output.finish()
             var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
                                            encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
-            summary.droppedCaptions = decoder.sawCaptions && !decoder.keepsCaptions
+            summary.droppedCaptions = decoder.dropsCaptions
             return summary
         } catch {
             output.abandon()

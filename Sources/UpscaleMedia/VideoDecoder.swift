@@ -213,7 +213,9 @@ final class VideoDecoder {
         return d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 && d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL) == 0
     }
 
-    /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, else 4:2:0.
+    /// 4:2:2 and 4:4:4 for planar or packed YUV formats of those subsamplings, 4:4:4 for RGB
+    /// deeper than 8 bits (10-bit RGB masters were made 4:2:0 without a word; 8-bit RGB is, and
+    /// gets a note), else 4:2:0.
     static func layout(of format: AVPixelFormat) -> ChromaLayout {
         guard format != AV_PIX_FMT_NONE, let d = av_pix_fmt_desc_get(format) else { return .yuv420 }
         let flags = d.pointee.flags
@@ -318,6 +320,8 @@ final class VideoDecoder {
     private let captionsByTime = Mutex<[Int64: [UInt8]]>([:])
     /// Whether pictures' closed captions are kept for the encoder (H.264: libx264 writes them).
     var keepsCaptions = false
+    /// Whether pictures carried closed captions the output does not keep.
+    var dropsCaptions: Bool { sawCaptions && !keepsCaptions }
 
     /// The closed captions of the picture timed `pts` (once), if it carried any.
     func captions(at pts: Int64) -> [UInt8]? {
@@ -437,14 +441,14 @@ final class VideoDecoder {
         } else if pts == noPTS {
             pts = stream.pointee.start_time == noPTS ? 0 : stream.pointee.start_time - step
         }
-        if pts != noPTS { lastDelivered = pts }
+        lastDelivered = pts
         lastDuration = step
         if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
-            throw damaged("corrupt picture data", pts: pts != noPTS ? pts : lastSent)
+            throw damaged("corrupt picture data", pts: pts)
         }
         if let captions = av_frame_get_side_data(frame, AV_FRAME_DATA_A53_CC) {
             sawCaptions = true
-            if keepsCaptions, pts != noPTS, captions.pointee.size > 0 {
+            if keepsCaptions, captions.pointee.size > 0 {
                 let bytes = Array(UnsafeBufferPointer(start: captions.pointee.data, count: Int(captions.pointee.size)))
                 // Two pictures of one time (after damage, repeated timestamps): the one kept
                 // carries both's captions (cc_data is a run of 3-byte groups).

@@ -19,7 +19,8 @@ final class VideoEncoder {
     /// The time given to the last picture so far (encoder time base; pictures come in order).
     private(set) var lastPlaced: Int64?
     /// The furthest a packet's decode time may lie before the first picture's time (encoder
-    /// time base): 64 frames, well beyond any encoder's reordering (x265 reorders at most 16).
+    /// time base): 64 frames, well beyond any encoder's reordering (x265 reorders at most 16);
+    /// 10 s where the frame rate is unknown.
     private var reorderReach: Int64 = 0
     /// The time given to the first picture.
     private var firstPlaced: Int64?
@@ -81,8 +82,9 @@ final class VideoEncoder {
         grid = FrameGrid(source: timeBase, frameRate: frameRate, start: startTime)
         ctx.pointee.time_base = grid?.timeBase ?? timeBase
         ctx.pointee.framerate = frameRate
-        reorderReach = av_rescale_q(frameRate.num > 0 && frameRate.den > 0 ? 64 : 10, frameRate.num > 0 && frameRate.den > 0
-                                    ? AVRational(num: frameRate.den, den: frameRate.num) : AVRational(num: 1, den: 1), ctx.pointee.time_base)
+        let knownRate = frameRate.num > 0 && frameRate.den > 0
+        reorderReach = knownRate ? av_rescale_q(64, AVRational(num: frameRate.den, den: frameRate.num), ctx.pointee.time_base)
+                                 : av_rescale_q(10, AVRational(num: 1, den: 1), ctx.pointee.time_base)
         ctx.pointee.sample_aspect_ratio = sampleAspect
         ctx.pointee.color_range = outputRange
         ctx.pointee.color_primaries = color.primaries
