@@ -191,6 +191,31 @@ public enum MediaProbe {
         return count
     }
 
+    /// The closed captions carried inside the main video's pictures (A/53 cc_data), by picture
+    /// time in milliseconds: decodes the whole stream. Checks that an output kept them.
+    public static func pictureCaptions(_ path: String) throws -> [Int: [UInt8]] {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        let index = try input.videoStreamIndex()
+        let stream = input.stream(index)
+        let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
+        decoder.keepsCaptions = true
+        var times: [Int64] = []
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
+        while try input.read(into: packet!) {
+            defer { av_packet_unref(packet) }
+            if Int(packet!.pointee.stream_index) == index {
+                try decoder.decode(packet, makeFrame: make) { times.append($1) }
+            }
+        }
+        try decoder.decode(nil, makeFrame: make) { times.append($1) }
+        let base = stream.pointee.time_base.double
+        return Dictionary(times.compactMap { t in decoder.captions(at: t).map { (Int((Double(t) * base * 1000).rounded()), $0) } },
+                          uniquingKeysWith: +)
+    }
+
     /// The file's attachments (Matroska: fonts, cover art): name, MIME type and bytes.
     public static func attachments(_ path: String) throws -> [(name: String, mimeType: String, bytes: Data)] {
         MediaLibrary.configure()

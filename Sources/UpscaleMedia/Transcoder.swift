@@ -33,9 +33,9 @@ public struct TranscodeSummary: Sendable {
 
 extension Transcoder {
     /// The note for captions carried inside the pictures (CEA-608/708 in A/53 user data):
-    /// they were dropped without a word (`ffmpeg -c copy` keeps them; libx264 writes them, x265 here cannot).
+    /// they were dropped without a word (`ffmpeg -c copy` keeps them). H.264 and HEVC output keep them.
     public static func captionsNote(_ input: String) -> String {
-        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec h264 to keep them there, or extract them first (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
+        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or extract them first (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
     }
 }
 
@@ -161,8 +161,9 @@ public final class Transcoder {
         let decoder = try VideoDecoder(stream: videoStream, path: job.input, threads: enlarges ? 1 : min(job.threads, 4),
                                        deinterlace: job.deinterlace, midStream: job.chunk?.range.seek != nil,
                                        keepAlpha: job.keepsAlpha)
-        // libx264 writes closed captions carried in the pictures (CEA-608/708 in A/53); x265 here cannot.
-        decoder.keepsCaptions = job.encoder.codec == .h264
+        // Closed captions carried in the pictures (CEA-608/708 in A/53) go into H.264 (libx264
+        // writes them) and HEVC (`CaptionSEI`) pictures; ProRes and FFV1 have no place for them.
+        decoder.keepsCaptions = job.encoder.codec == .h264 || job.encoder.codec == .hevc
         let chunk = job.chunk
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
@@ -263,7 +264,7 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            if decoder.dropsCaptions { logger.notice("\(Self.captionsNote(job.input))") }
+            if decoder.dropsCaptions || encoder.lostCaptions { logger.notice("\(Self.captionsNote(job.input))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
@@ -495,7 +496,7 @@ public final class Transcoder {
             let checksum = try output.finish()
             var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
                                            encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
-            summary.droppedCaptions = decoder.dropsCaptions
+            summary.droppedCaptions = decoder.dropsCaptions || encoder.lostCaptions
             return summary
         } catch {
             output.abandon()

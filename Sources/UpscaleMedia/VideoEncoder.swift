@@ -29,6 +29,11 @@ final class VideoEncoder {
     /// How long each picture sent is shown (encoder time base), by its time: until the next
     /// picture, the last for `endShown`'s length. Taken by `shownLength(of:)`.
     private var shownFor: [Int64: Int64] = [:]
+    /// HEVC: the closed captions of pictures sent and not yet out, by time (encoder time base),
+    /// written into their packets (`CaptionSEI`).
+    private var captionsByTime: [Int64: [UInt8]] = [:]
+    /// Captions that could not be written (a packet not in Annex B form, a picture with no time).
+    private(set) var lostCaptions = false
 
     /// The last picture sent is shown for `length` (encoder time base).
     func endShown(after length: Int64) {
@@ -222,7 +227,7 @@ final class VideoEncoder {
     /// a picture that is not reference counted into a freshly allocated frame: at 8K that is
     /// 50 MB of new pages a frame, since glibc serves blocks over 32 MB with fresh mmaps).
     /// `captions`: the picture's closed captions (A/53 cc_data), which libx264 writes into its
-    /// SEI (other encoders here ignore them).
+    /// SEI and which HEVC packets get as an SEI of their own (ProRes and FFV1 have no place for them).
     func encode(_ picture: Picture?, pts: Int64, captions: [UInt8]? = nil, release: @escaping () -> Void = {},
                 emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
@@ -304,7 +309,9 @@ final class VideoEncoder {
             input!.pointee.chroma_location = context.pointee.chroma_sample_location
             // A reused frame (`converted`) keeps side data from the picture before.
             av_frame_remove_side_data(input, AV_FRAME_DATA_A53_CC)
-            if let captions, !captions.isEmpty {
+            if let captions, !captions.isEmpty, settings.codec == .hevc {
+                if placed == noPTS { lostCaptions = true } else { captionsByTime[placed, default: []] += captions }
+            } else if let captions, !captions.isEmpty {
                 guard let data = av_frame_new_side_data(input, AV_FRAME_DATA_A53_CC, captions.count) else {
                     throw UpscaleError(.processing, "out of memory")
                 }
@@ -317,10 +324,19 @@ final class VideoEncoder {
         }
         while true {
             let received = avcodec_receive_packet(context, packet)
-            if received == averrorEAGAIN || received == averrorEOF { return }
+            if received == averrorEAGAIN { return }
+            if received == averrorEOF {
+                // A picture whose packet never came with its time.
+                if !captionsByTime.isEmpty { lostCaptions = true }
+                return
+            }
             try check(received, "the \(name) encoder failed")
             defer { av_packet_unref(packet) }
             mendDecodeTime(packet)
+            if !captionsByTime.isEmpty, let captions = captionsByTime.removeValue(forKey: packet.pointee.pts),
+               try !CaptionSEI.insert(captions, into: packet) {
+                lostCaptions = true
+            }
             try emit(packet)
         }
     }

@@ -294,38 +294,48 @@ final class TranscoderTests: XCTestCase {
 
     /// Closed captions carried in the pictures (CEA-608 in A/53 user data) are kept with
     /// `--codec h264`: libx264 writes the cc_data it is given, picture by picture (they were
-    /// dropped with every codec). HEVC output still drops them, with the note.
-    func testClosedCaptionsAreKeptInH264() throws {
+    /// dropped with every codec). HEVC keeps them too, as an SEI in each packet (x265 drops
+    /// them), in .mp4 and .mkv, at preset medium too (B-frames: packets out of picture order);
+    /// FFV1 has no place for them.
+    func testClosedCaptionsAreKeptInH264AndHEVC() throws {
         let dir = try workspace(copying: ["street-captions.mp4"])
         let input = dir.appendingPathComponent("street-captions.mp4").path
-        /// Each picture's cc_data, by its time in seconds (ms).
-        func captions(_ path: String) throws -> [Int: [UInt8]] {
-            let file = try InputFile(path: path)
-            let index = try file.videoStreamIndex()
-            let stream = file.stream(index)
-            let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
-            decoder.keepsCaptions = true
-            var times: [Int64] = []
-            let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
-            var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
-            defer { av_packet_free(&packet) }
-            while try file.read(into: packet!) {
-                defer { av_packet_unref(packet) }
-                guard Int(packet!.pointee.stream_index) == index else { continue }
-                try decoder.decode(packet, makeFrame: make) { times.append($1) }
-            }
-            try decoder.decode(nil, makeFrame: make) { times.append($1) }
-            let base = stream.pointee.time_base.double
-            return Dictionary(uniqueKeysWithValues: times.compactMap { t in decoder.captions(at: t).map { (Int((Double(t) * base * 1000).rounded()), $0) } })
-        }
+        let captions = MediaProbe.pictureCaptions
         let sent = try captions(input)
         XCTAssertGreaterThan(sent.count, 10)
         let h264 = dir.appendingPathComponent("h264.mp4").path
         _ = try run(input, UpscaleOptions(width: 640, output: h264, encoder: EncoderSettings(codec: .h264, preset: "ultrafast")))
         XCTAssertEqual(try captions(h264), sent)
-        let hevc = dir.appendingPathComponent("hevc.mp4").path
-        _ = try run(input, UpscaleOptions(width: 640, output: hevc, encoder: EncoderSettings(preset: "ultrafast")))
-        XCTAssertEqual(try captions(hevc).count, 0)
+        for (name, preset) in [("hevc.mp4", "ultrafast"), ("hevc.mkv", "medium")] {
+            let hevc = dir.appendingPathComponent(name).path
+            _ = try run(input, UpscaleOptions(width: 640, output: hevc, encoder: EncoderSettings(preset: preset)))
+            XCTAssertEqual(try captions(hevc), sent, name)
+            XCTAssertEqual(try MediaProbe.packets(hevc, stream: 0).count, 80, name)
+        }
+        let ffv1 = dir.appendingPathComponent("ffv1.mkv").path
+        _ = try run(input, UpscaleOptions(width: 320, output: ffv1, encoder: EncoderSettings(codec: .ffv1)))
+        XCTAssertEqual(try captions(ffv1).count, 0)
+    }
+
+    /// The SEI unit for captions: registered user data (ATSC's GA94 cc_data) with its counts, at
+    /// most 31 triplets a message, and emulation prevention wherever two zeros precede 0...3.
+    func testCaptionSEIUnit() throws {
+        XCTAssertEqual(CaptionSEI.escaped([0, 0, 1, 0, 0, 0, 0, 0, 4, 0, 0]), [0, 0, 3, 1, 0, 0, 3, 0, 0, 3, 0, 4, 0, 0])
+        XCTAssertNil(CaptionSEI.unit([0xFC, 0x94]))
+        let one = try XCTUnwrap(CaptionSEI.unit([0xFC, 0x94, 0x2C, 0xFA]))
+        XCTAssertEqual(one, [0, 0, 0, 1, 0x4E, 0x01, 4, 14, 0xB5, 0x00, 0x31, 0x47, 0x41, 0x39, 0x34, 0x03, 0x41, 0xFF, 0xFC, 0x94, 0x2C, 0xFF, 0x80])
+        // 40 padding triplets (FA 00 00): two messages of 31 and 9, escaped after each 00 00.
+        let many = try XCTUnwrap(CaptionSEI.unit(Array(repeating: [0xFA, 0, 0], count: 40).flatMap { $0 }))
+        XCTAssertEqual(Array(many[6...17]), [4, 104, 0xB5, 0x00, 0x31, 0x47, 0x41, 0x39, 0x34, 0x03, 0x40 | 31, 0xFF])
+        XCTAssertEqual(Array(many[112...123]), [4, 38, 0xB5, 0x00, 0x31, 0x47, 0x41, 0x39, 0x34, 0x03, 0x40 | 9, 0xFF])
+        XCTAssertEqual(many.count, 4 + 2 + 106 + 40 + 1, "00 00 before FA or FF needs no escape")
+        let zeros = try XCTUnwrap(CaptionSEI.unit([0xFC, 0, 0, 0, 0, 1]))
+        XCTAssertEqual(Array(zeros[(zeros.count - 12)...]), [0x42, 0xFF, 0xFC, 0, 0, 3, 0, 0, 3, 1, 0xFF, 0x80])
+        // A slice after parameter sets and an SEI, its start code three or four bytes long.
+        let unit: [UInt8] = [0, 0, 0, 1, 0x40, 1, 9, 0, 0, 1, 0x4E, 1, 5, 0, 0, 0, 1, 0x26, 1, 0xAF]
+        XCTAssertEqual(unit.withUnsafeBufferPointer { CaptionSEI.firstSlice(in: $0) }, 13)
+        XCTAssertEqual(Array(unit[7...]).withUnsafeBufferPointer { CaptionSEI.firstSlice(in: $0) }, 6)
+        XCTAssertNil([UInt8]([0, 0, 0, 9, 0x26, 1]).withUnsafeBufferPointer { CaptionSEI.firstSlice(in: $0) }, "length-prefixed")
     }
 
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
