@@ -112,31 +112,6 @@ public struct HDRMetadata: Sendable, Equatable {
 
     /// The HDR10 metadata of a file's first video frame, if it has any.
     public static func firstFrame(of path: String) throws -> HDRMetadata? {
-        MediaLibrary.configure()
-        let input = try InputFile(path: path)
-        let index = try input.videoStreamIndex()
-        let stream = input.stream(index)
-        guard let codec = avcodec_find_decoder(stream.pointee.codecpar.pointee.codec_id) else { return nil }
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = avcodec_alloc_context3(codec)
-        defer { avcodec_free_context(&ctx) }
-        guard avcodec_parameters_to_context(ctx, stream.pointee.codecpar) >= 0, avcodec_open2(ctx, codec, nil) >= 0 else { return nil }
-        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
-        var frame: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        defer {
-            av_packet_free(&packet)
-            av_frame_free(&frame)
-        }
-        var sentEnd = false
-        while true {
-            if avcodec_receive_frame(ctx, frame) >= 0 { return HDRMetadata(frame: frame!, stream: stream) }
-            if sentEnd { return HDRMetadata(frame: nil, stream: stream) }
-            if try input.read(into: packet!) {
-                if Int(packet!.pointee.stream_index) == index { _ = avcodec_send_packet(ctx, packet) }
-                av_packet_unref(packet)
-            } else {
-                _ = avcodec_send_packet(ctx, nil)
-                sentEnd = true
-            }
-        }
+        try InputFile.firstPicture(of: path) { HDRMetadata(frame: $0, stream: $1) }
     }
 }

@@ -229,3 +229,36 @@ private final class ProbedSlot: @unchecked Sendable {
         return taken.input
     }
 }
+
+extension InputFile {
+    /// Decodes the first picture of `path`'s main video stream and hands it to `body` with the
+    /// stream (nil where no picture decodes, or there is no decoder for it).
+    static func firstPicture<R>(of path: String, _ body: (UnsafeMutablePointer<AVFrame>?, UnsafeMutablePointer<AVStream>) throws -> R) throws -> R {
+        MediaLibrary.configure()
+        let input = try InputFile(path: path)
+        let index = try input.videoStreamIndex()
+        let stream = input.stream(index)
+        guard let codec = avcodec_find_decoder(stream.pointee.codecpar.pointee.codec_id) else { return try body(nil, stream) }
+        var ctx: UnsafeMutablePointer<AVCodecContext>? = avcodec_alloc_context3(codec)
+        defer { avcodec_free_context(&ctx) }
+        guard avcodec_parameters_to_context(ctx, stream.pointee.codecpar) >= 0, avcodec_open2(ctx, codec, nil) >= 0 else { return try body(nil, stream) }
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        var frame: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
+        defer {
+            av_packet_free(&packet)
+            av_frame_free(&frame)
+        }
+        var sentEnd = false
+        while true {
+            if avcodec_receive_frame(ctx, frame) >= 0 { return try body(frame, stream) }
+            if sentEnd { return try body(nil, stream) }
+            if try input.read(into: packet!) {
+                if Int(packet!.pointee.stream_index) == index { _ = avcodec_send_packet(ctx, packet) }
+                av_packet_unref(packet)
+            } else {
+                _ = avcodec_send_packet(ctx, nil)
+                sentEnd = true
+            }
+        }
+    }
+}

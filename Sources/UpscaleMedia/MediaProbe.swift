@@ -44,7 +44,7 @@ public struct StreamInfo: Sendable {
     public let colorSpace: String
     /// Field order of interlaced video: "tt" or "bb" (top or bottom field first, coded so),
     /// "tb" or "bt" (coded one way, shown the other), "progressive", or "unknown".
-    public let fieldOrder: String
+    public fileprivate(set) var fieldOrder: String
     /// Every tag of the stream as FFmpeg reads it.
     public let tags: [String: String]
     /// A 360° video's projection as FFmpeg names it ("equirectangular"), nil for a flat one.
@@ -146,6 +146,12 @@ public enum MediaProbe {
                 fieldOrder: fieldOrderName(par.field_order),
                 tags: tags(of: s.pointee.metadata),
                 projection: sphericalProjection(of: s)))
+        }
+        // A stream whose field order the container and parser leave unknown (DV, MPEG-4 in AVI)
+        // has it in its pictures' flags: every DV picture is interlaced, bottom field first.
+        if let main = try? input.videoStreamIndex(), streams[main].fieldOrder == "unknown",
+           let order = try? InputFile.firstPicture(of: path, { frame, _ in frame.map(fieldOrderName(of:)) }) {
+            streams[main].fieldOrder = order
         }
         let duration = input.seconds
         var chapters: [(String, Double, Double)] = []
@@ -390,6 +396,12 @@ extension StreamInfo {
         guard format != AV_PIX_FMT_NONE, let descriptor = av_pix_fmt_desc_get(format) else { return 8 }
         return Int(descriptor.pointee.comp.0.depth)
     }
+}
+
+/// A decoded picture's field order as `fieldOrderName` names a stream's ("progressive" where
+/// the picture is not flagged interlaced).
+private func fieldOrderName(of frame: UnsafeMutablePointer<AVFrame>) -> String {
+    frame.pointee.interlaced_frame == 0 ? "progressive" : frame.pointee.top_field_first != 0 ? "tt" : "bb"
 }
 
 private func fieldOrderName(_ order: AVFieldOrder) -> String {

@@ -464,26 +464,7 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(outTimes.count, inTimes.count)
         for (a, b) in zip(inTimes, outTimes) { XCTAssertEqual(a, b, accuracy: 0.0015) }
 
-        // Combing where the scene moves (the input changes by more than 12 levels from the
-        // previous picture): at the input's row pitch (output rows paired), the vertical second
-        // difference across neighbouring rows (the two fields) over the one across rows two
-        // apart (one field). Woven fields of moving people make the first large.
-        let source = try Measure.frames(input)
-        func combing(_ path: String) throws -> Double {
-            var across = 0.0, within = 0.0
-            for (index, (frame, _)) in try Measure.frames(path).enumerated() where index > 0 {
-                let y = frame.planes[0], now = source[index].frame.planes[0], before = source[index - 1].frame.planes[0]
-                func row(_ i: Int, _ x: Int) -> Double { (Double(y[x, 2 * i]) + Double(y[x, 2 * i + 1])) / 2 }
-                for i in 2..<(y.height / 2 - 2) {
-                    for x in stride(from: 0, to: y.width, by: 2) where abs(Int(now[x / 2, i]) - Int(before[x / 2, i])) > 12 {
-                        across += abs(2 * row(i, x) - row(i - 1, x) - row(i + 1, x))
-                        within += abs(2 * row(i, x) - row(i - 2, x) - row(i + 2, x))
-                    }
-                }
-            }
-            return across / within
-        }
-        let before = try combing(plain.output), after = try combing(job.output)
+        let before = try combing(plain.output, source: input), after = try combing(job.output, source: input)
         // Measured: 1.79 woven, 0.38 deinterlaced.
         XCTAssertGreaterThan(before, 1.2, "the woven upscale is combed where people move")
         XCTAssertLessThan(after, 0.6, "deinterlaced \(after) vs woven \(before)")
@@ -493,6 +474,47 @@ final class TranscoderTests: XCTestCase {
                                               options: UpscaleOptions(output: dir.appendingPathComponent("p.mp4").path, deinterlace: true))
         XCTAssertFalse(progressive.deinterlace)
         XCTAssertTrue(progressive.notices.contains { $0.contains("is not flagged interlaced") }, "\(progressive.notices)")
+    }
+
+    /// Combing of a 2x upscale at `path` where the scene moves (the input `source` changes by
+    /// more than 12 levels from the previous picture): at the input's row pitch (output rows
+    /// paired), the vertical second difference across neighbouring rows (the two fields) over
+    /// the one across rows two apart (one field). Woven fields of moving people make the first large.
+    private func combing(_ path: String, source input: String) throws -> Double {
+        let source = try Measure.frames(input)
+        var across = 0.0, within = 0.0
+        for (index, (frame, _)) in try Measure.frames(path).enumerated() where index > 0 {
+            let y = frame.planes[0], now = source[index].frame.planes[0], before = source[index - 1].frame.planes[0]
+            func row(_ i: Int, _ x: Int) -> Double { (Double(y[x, 2 * i]) + Double(y[x, 2 * i + 1])) / 2 }
+            for i in 2..<(y.height / 2 - 2) {
+                for x in stride(from: 0, to: y.width, by: 2) where abs(Int(now[x / 2, i]) - Int(before[x / 2, i])) > 12 {
+                    across += abs(2 * row(i, x) - row(i - 1, x) - row(i + 1, x))
+                    within += abs(2 * row(i, x) - row(i - 2, x) - row(i + 2, x))
+                }
+            }
+        }
+        return across / within
+    }
+
+    /// Interlaced pictures in a stream that gives no field order (MPEG-4 in AVI here; every DV
+    /// file): the first picture's flags say so. It was "not flagged interlaced": no note, and
+    /// `--deinterlace` refused with that line while the fields were scaled together.
+    func testInterlacedPicturesOfAStreamWithNoFieldOrderAreFound() throws {
+        let dir = try workspace(copying: ["street-interlaced-mpeg4.avi"])
+        let input = dir.appendingPathComponent("street-interlaced-mpeg4.avi").path
+        XCTAssertEqual(try MediaProbe.info(input).video?.fieldOrder, "tt")
+        let codec = EncoderSettings(codec: .ffv1)
+        let (plain, _) = try run(input, UpscaleOptions(output: dir.appendingPathComponent("plain.mkv").path, encoder: codec))
+        XCTAssertTrue(plain.notices.contains { $0.contains("is interlaced (top field first)") }, "\(plain.notices)")
+        let (job, _) = try run(input, UpscaleOptions(output: dir.appendingPathComponent("deinterlaced.mkv").path, encoder: codec,
+                                                     deinterlace: true))
+        XCTAssertTrue(job.deinterlace)
+        XCTAssertTrue(job.notices.isEmpty, "\(job.notices)")
+        let before = try combing(plain.output, source: input), after = try combing(job.output, source: input)
+        XCTAssertGreaterThan(before, 1.2, "the woven upscale is combed where people move")
+        XCTAssertLessThan(after, 0.6, "deinterlaced \(after) vs woven \(before)")
+        // A progressive stream whose container gives no field order stays progressive.
+        XCTAssertEqual(try MediaProbe.info(Fixtures.path("street-mjpeg.avi")).video?.fieldOrder, "progressive")
     }
 
     func testAutoTriesHardwareEncodersOnlyWhereTheyLoseNothing() throws {
