@@ -138,6 +138,17 @@ final class InputFile {
 
     var isQuickTime: Bool { InputFile.isQuickTime(context) }
 
+    /// Whether every sample the index of stream `index` lists lies within the file: false for
+    /// an .mp4/.mov cut short with its index at the front (faststart, a download stopped), whose
+    /// index still lists what was cut away. True where there is no index or no size to compare.
+    func indexIsWhole(_ index: Int) -> Bool {
+        let stream = self.stream(index)
+        let count = avformat_index_get_entries_count(stream)
+        let size = avio_size(context.pointee.pb)
+        guard count > 0, size > 0, let last = avformat_index_get_entry(stream, count - 1) else { return true }
+        return last.pointee.pos + Int64(last.pointee.size) <= size
+    }
+
     /// The first real video stream (cover art and other attached pictures are skipped).
     func videoStreamIndex() throws -> Int {
         if let index = InputFile.videoStreamIndex(in: context) { return index }

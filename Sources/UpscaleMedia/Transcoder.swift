@@ -701,13 +701,17 @@ public final class Transcoder {
         var reorderDelay: Int64?
         // How long the last picture is shown. An .mp4/.mov says so only in its track's length
         // (a slide or a frozen end held for seconds): FFmpeg's demuxer gives its packet one
-        // frame's time when B-pictures reorder the stream. The index is whole in these files, so
-        // the length is the source's own (in a Matroska or MPEG-TS cut short it would not be).
+        // frame's time when B-pictures reorder the stream. Where every sample the index lists was
+        // read, the length is the source's own. A file cut short with its index at the front
+        // (faststart, a download stopped) lists samples it no longer holds: its last picture
+        // took the rest of the track's length (a 6 s clip cut at 1.2 s came out 6 s long,
+        // frozen for 4.8 s with the sound gone), so there it keeps its own length, as in a
+        // Matroska or MPEG-TS file cut short.
         let tail = { () -> Int64 in
             guard let (last, shownFor) = lastShown else { return 0 }
             var length = shownFor
             let stream = videoStream.pointee
-            if range?.end == nil, input.isQuickTime, stream.duration > 0 {
+            if range?.end == nil, input.isQuickTime, stream.duration > 0, input.indexIsWhole(videoIndex) {
                 length = max(length, (stream.start_time == noPTS ? 0 : stream.start_time) + stream.duration - last)
             }
             return av_rescale_q(length, stream.time_base, encoder.context.pointee.time_base)

@@ -1271,6 +1271,29 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// An .mp4 cut short with its index at the front (faststart; a download stopped) lists
+    /// samples it no longer holds. Its last picture took the rest of the track's length: 10
+    /// pictures of 0.1 s came out 2.0 s long, frozen for a second with the sound gone. It now
+    /// keeps its own length, into .mp4 and .mkv; the whole file still lasts its 2 s.
+    func testAFileCutShortWithItsIndexAtTheFrontIsNotStretched() throws {
+        let dir = try workspace(copying: ["street-2s-faststart.mp4"])
+        let whole = dir.appendingPathComponent("street-2s-faststart.mp4").path
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let cut = dir.appendingPathComponent("cut.mp4").path
+        try bytes.prefix(bytes.count * 8 / 10).write(to: URL(fileURLWithPath: cut))
+        for ext in ["mp4", "mkv"] {
+            let out = dir.appendingPathComponent("cut-out.\(ext)").path
+            _ = try run(cut, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+            let shown = try Measure.videoSeconds(out)
+            XCTAssertEqual(shown.count, 10, ext)
+            XCTAssertEqual(try MediaProbe.info(out).duration, 1.0, accuracy: 0.03, ext)
+        }
+        let out = dir.appendingPathComponent("whole.mp4").path
+        _ = try run(whole, UpscaleOptions(width: 384, output: out, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(try Measure.videoSeconds(out).count, 20)
+        XCTAssertEqual(try MediaProbe.info(out).duration, 2.0, accuracy: 0.01)
+    }
+
     /// A source whose chroma the container tags as centred (JPEG-style) or top-left (HDR
     /// masters) is upscaled with its chroma read where it sits: each output picture's chroma is
     /// the core's for that siting, exactly (FFV1 in and out), and its luma the untagged
