@@ -115,7 +115,9 @@ public final class Transcoder {
         // ProRes is written as 422 (apcn) at 10 bits: a 4444 or 12-bit master lost its colour
         // resolution and depth with no word. (With alpha it is 4444, and keeps it.)
         if codec == .prores && !job.keepsAlpha, let format {
-            let fuller = format.pointee.nb_components >= 3 && format.pointee.log2_chroma_w == 0 && format.pointee.log2_chroma_h == 0
+            // An 8-bit one is made 4:2:0 whatever the codec (said above): no advice for it.
+            let fuller = decoder.highBitDepth && format.pointee.nb_components >= 3 && format.pointee.log2_chroma_w == 0
+                && format.pointee.log2_chroma_h == 0
             if depth > 10 || fuller {
                 let what = [depth > 10 ? "\(depth)-bit" : nil, fuller ? "full colour resolution (4:4:4 or RGB)" : nil].compactMap { $0 }
                 // FFV1 keeps 4:4:4 at 10 bits: no way to keep 12 (it said "use --codec ffv1 to keep it all").

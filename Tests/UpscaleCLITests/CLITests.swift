@@ -920,12 +920,17 @@ final class CLITests: XCTestCase {
     }
 
     /// A 4:4:4 10-bit master into ProRes (written as 422 at 10 bits) is told what it loses; it
-    /// was not.
+    /// was not. An 8-bit 4:4:4 source, made 4:2:0 whatever the codec, is told so once, without
+    /// the advice to use FFV1 (which wrote 4:2:0 for it too).
     func testProResSaysWhatA444SourceLoses() throws {
-        let dir = try workspace(["street-444p10.mp4"])
+        let dir = try workspace(["street-444p10.mp4", "street-853x479.mkv"])
         let result = try upscale(["street-444p10.mp4", "--codec", "prores", "--width", "256", "--no-refine"], in: dir)
         XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertTrue(result.stderr.contains("is full colour resolution (4:4:4 or RGB); --codec prores writes ProRes 422 at 10 bits"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("is full colour resolution (4:4:4 or RGB); --codec prores writes ProRes 422 at 10 bits (--codec ffv1 keeps full colour resolution)"), result.stderr)
+        let eight = try upscale(["street-853x479.mkv", "--codec", "prores", "--width", "1280", "--no-refine"], in: dir)
+        XCTAssertEqual(eight.status, 0, eight.stderr)
+        XCTAssertTrue(eight.stderr.contains("is 8-bit with full colour resolution (4:4:4, 4:2:2 or RGB); the output is 4:2:0"), eight.stderr)
+        XCTAssertFalse(eight.stderr.contains("--codec ffv1"), eight.stderr)
     }
 
     /// A device is not a file being written: `upscale /dev/null` said it was being written right
