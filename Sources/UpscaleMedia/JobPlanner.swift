@@ -261,8 +261,13 @@ public enum JobPlanner {
             // The input's own size or shape put a side the user did not give out of range: say so
             // about the file (a damaged header often claims a tiny picture).
             let v = info.video!
+            let outcome = error.message.replacingOccurrences(of: "; choose another size", with: "")
+            if let scale = options.scale, options.width == nil, options.height == nil {
+                // The user's --scale against a plausible size: about the scale, not the header.
+                throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so with --scale \(scale) \(outcome); give a \(min(display.width, display.height) * scale < 16 ? "larger" : "smaller") --scale, or --width or --height")
+            }
             let advice = options.width == nil && options.height == nil ? "give --width or --height" : "give both --width and --height"
-            throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(error.message.replacingOccurrences(of: "; choose another size", with: "")); \(advice) (or check the file: a damaged header can report a wrong size)")
+            throw UpscaleError(.input, "'\(input)' is \(v.width)x\(v.height), so \(outcome); \(advice) (or check the file: a damaged header can report a wrong size)")
         }
         if shown.rounded { notices.append("output size rounded to \(shown.width)x\(shown.height) (4:2:0 needs even sizes)") }
         // Both sides given: the size asked for, in any shape, but a changed shape is said (a

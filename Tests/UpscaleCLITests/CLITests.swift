@@ -174,6 +174,11 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(mixed.stderr.hasPrefix("error: 'stretched.mp4' is 768x576, so output height 4 is outside 16...16384; give both --width and --height"),
                       mixed.stderr)
         XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("out/street-2s Upscaled.mp4").path).video?.width, 640)
+        // A --scale that takes a side out of range is said to be the cause (the file was blamed:
+        // "check the file: a damaged header can report a wrong size").
+        let tiny = try upscale(["street-2s.mp4", "--scale", "0.02", "--output", "out", "--overwrite"], in: dir)
+        XCTAssertEqual(tiny.status, 1, tiny.stderr)
+        XCTAssertEqual(tiny.stderr, "error: 'street-2s.mp4' is 768x576, so with --scale 0.02 output height 12 is outside 16...16384; give a larger --scale, or --width or --height\n")
         let notFolder = try upscale(["street-2s.mp4", "street-vp9-opus.webm", "--output", "x.mp4"], in: dir)
         XCTAssertEqual(notFolder.status, 2)
         XCTAssertTrue(notFolder.stderr.contains("must be an existing folder"), notFolder.stderr)
