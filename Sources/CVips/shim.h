@@ -26,7 +26,7 @@
     X(vips_foreign_find_save) X(vips_profile_load) X(vips_rawload) X(vips_autorot) X(vips_colourspace) \
     X(vips_cast) X(vips_extract_band) X(vips_resize) X(vips_shrink) X(vips_pngsave) X(vips_text) X(vips_copy) \
     X(vips_bandjoin2) X(vips_arrayjoin) X(vips_crop) X(vips_icc_export) X(vips_icc_transform) \
-    X(vips_linear1) X(vips_max) X(vips_image_decode)
+    X(vips_linear1) X(vips_max) X(vips_image_decode) X(vips_area_unref)
 
 typedef struct {
 #define UPSCALE_VIPS_ENTRY(name) __typeof__(&name) name;
@@ -116,6 +116,7 @@ static inline const upscale_vips_table *upscale_vips(void) {
 #define vips_linear1 (upscale_vips()->vips_linear1)
 #define vips_max (upscale_vips()->vips_max)
 #define vips_image_decode (upscale_vips()->vips_image_decode)
+#define vips_area_unref (upscale_vips()->vips_area_unref)
 
 static inline void upscale_vips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
@@ -234,6 +235,12 @@ static inline VipsBlob *upscale_vips_profile(const char *name) {
     if (vips_profile_load(name, &blob, NULL)) return NULL;
     return blob;
 }
+/// A blob's bytes and length (a VipsBlob is a VipsArea).
+static inline const void *upscale_vips_blob_bytes(VipsBlob *blob, size_t *length) {
+    *length = ((VipsArea *)blob)->length;
+    return ((VipsArea *)blob)->data;
+}
+static inline void upscale_vips_blob_unref(VipsBlob *blob) { vips_area_unref((VipsArea *)blob); }
 /// A headerless file of interleaved samples (mapped, so saving it streams).
 static inline VipsImage *upscale_vips_rawload(const char *path, int width, int height, int bands, VipsBandFormat format) {
     VipsImage *out = NULL;

@@ -197,6 +197,20 @@ public final class StillImage {
             guard !failed, let unpacked else { throw ImagePlanes.failure("cannot unpack the samples of '\(path)'") }
             current = unpacked
         }
+        // HEIF/AVIF colour given as an nclx box, which libvips does not read: Display P3 gets
+        // its ICC profile (kept, or turned to sRGB where the output keeps none, as for a P3
+        // JPEG); what cannot be described so is named.
+        if upscale_vips_has(current, "icc-profile-data") == 0, let colour = HEIFColour.of(path) {
+            switch colour.reading {
+            case .asSRGB: break
+            case .displayP3:
+                if let profile = StillImage.builtInProfile("p3") {
+                    profile.withUnsafeBytes { upscale_vips_set_blob_copy(current, "icc-profile-data", $0.baseAddress, $0.count) }
+                }
+            case .unread(let what):
+                notices.append("'\(path)' gives its colour as \(what) (an nclx box), which this libvips cannot read: the output keeps the samples as they are, untagged, and shows them as sRGB (colours off)")
+            }
+        }
         var space = upscale_vips_interpretation(current)
         /// `current` converted to `target` by libvips (the old one released either way).
         func convert(to target: VipsInterpretation) throws {

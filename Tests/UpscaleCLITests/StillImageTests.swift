@@ -199,10 +199,7 @@ final class StillImageTests: XCTestCase {
 
     /// One of libvips' built-in ICC profiles ("srgb", "p3"), as bytes.
     private func builtInProfile(_ name: String) throws -> Data {
-        let profile = try XCTUnwrap(upscale_vips_profile(name))
-        defer { vips_area_unref(UnsafeMutableRawPointer(profile).assumingMemoryBound(to: VipsArea.self)) }
-        var length = 0
-        return Data(bytes: try XCTUnwrap(vips_blob_get(profile, &length)), count: length)
+        try XCTUnwrap(StillImage.builtInProfile(name))
     }
 
     /// The butterfly photo as an 8-bit JPEG named `name` whose ICC profile is `profile`.
@@ -298,6 +295,38 @@ final class StillImageTests: XCTestCase {
 
     /// An SVG is a still: drawn at its own size, upscaled, saved as PNG (libvips writes no SVG).
     /// It was taken for video and became a one-frame HEVC .mov, and "-o logo.png" was refused.
+    /// AVIF/HEIF colour given as an nclx box (no ICC profile), which libvips 8.14 ignores: a
+    /// Display P3 picture came out untagged, its colours shown as sRGB (duller), and an HDR one
+    /// (BT.2020 PQ) with no word. P3 now carries the Display P3 profile into AVIF and PNG, and
+    /// is turned into sRGB where no profile is written (--strip); PQ is named.
+    func testNCLXColourOfAVIFIsKeptOrNamed() throws {
+        let p3 = CLITests.fixtures.appendingPathComponent("butterfly-p3.avif").path
+        let pq = CLITests.fixtures.appendingPathComponent("butterfly-pq.avif").path
+        XCTAssertNil(try blob(p3, "icc-profile-data"), "the fixture has no ICC profile of its own")
+        let profile = try builtInProfile("p3")
+        for (name, extra) in [("p3.avif", [String]()), ("p3.png", ["--format", "png"])] {
+            let result = try run([p3, "--output", path(name)] + extra)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stderr, "", name)
+            XCTAssertEqual(try blob(path(name), "icc-profile-data"), profile, name)
+        }
+        // Stripped: no profile, and the pixels are the tagged output's turned into sRGB.
+        let stripped = try run([p3, "--format", "png", "--strip", "--output", path("stripped.png")])
+        XCTAssertEqual(stripped.status, 0, stripped.stderr)
+        XCTAssertNil(try blob(path("stripped.png"), "icc-profile-data"))
+        let converted = try bandMeans(path("p3.png"), toSRGB: true), out = try bandMeans(path("stripped.png"))
+        for band in 0..<3 { XCTAssertEqual(out[band], converted[band], accuracy: 0.5, "band \(band)") }
+        // The saturated wings move most: some samples by far more than rounding.
+        let raw = try pixels(path("p3.png")), turned = try pixels(path("stripped.png"))
+        XCTAssertEqual(raw.count, turned.count)
+        XCTAssertGreaterThan(zip(raw, turned).map { abs(Int($0) - Int($1)) }.max() ?? 0, 12, "P3 into sRGB moves these colours")
+
+        let hdr = try run([pq, "--output", path("pq.avif")])
+        XCTAssertEqual(hdr.status, 0, hdr.stderr)
+        XCTAssertTrue(hdr.stderr.contains("gives its colour as BT.2020, PQ (HDR) (an nclx box), which this libvips cannot read"), hdr.stderr)
+        XCTAssertNil(try blob(path("pq.avif"), "icc-profile-data"))
+    }
+
     func testSVGIsUpscaledAsAStill() throws {
         let svg = path("logo.svg")
         try Data(##"<svg xmlns="http://www.w3.org/2000/svg" width="64" height="48"><rect width="64" height="48" fill="#fff"/><circle cx="32" cy="24" r="16" fill="#c00"/></svg>"##.utf8)
