@@ -680,8 +680,8 @@ public final class StillImage {
         case "jpg", "jpeg": return nil
         case "tif", "tiff": kept = ["xmp-data"]
         case "png", "webp", "heic", "heif", "avif": kept = ["exif-data", "xmp-data"]
-        case "jxl": kept = []
-        default: return nil
+        // GIF, BMP, JPEG 2000, the HDR and scientific formats: none (GIF's loss went unsaid).
+        default: kept = []
         }
         let names = ["exif-data": "EXIF (camera, date, location)", "iptc-data": "IPTC (captions, keywords, credits)", "xmp-data": "XMP"]
         let lost = ["exif-data", "iptc-data", "xmp-data"].filter { !kept.contains($0) && blob($0) != nil }.map { names[$0]! }

@@ -252,6 +252,9 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(png.status, 0, png.stderr)
         XCTAssertTrue(png.stderr.contains(".png files as this libvips writes them keep no IPTC (captions, keywords, credits)"), png.stderr)
         XCTAssertFalse(try run([tagged, "--output", path("again.jpg")]).stderr.contains("keep no"))
+        let gif = try run([tagged, "--format", "gif", "--output", path("tagged.gif")])
+        XCTAssertEqual(gif.status, 0, gif.stderr)
+        XCTAssertTrue(gif.stderr.contains(".gif files as this libvips writes them keep no EXIF (camera, date, location) or IPTC (captions, keywords, credits)"), gif.stderr)
         // Stripped of its Display P3 profile, the picture is turned to sRGB first, so it looks the
         // same: each band's mean within 1 of the P3 original shown in sRGB. (Left in P3 values,
         // blue was 8 too high, as it is in the kept-profile output read without its profile.)
