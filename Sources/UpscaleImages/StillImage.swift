@@ -53,21 +53,32 @@ public final class StillImage {
         guard !rawExtensions.contains(ext), !["mjpeg", "mjpg"].contains(ext) else { return false }
         var info = stat()
         guard !path.hasPrefix("/dev/"), !path.hasPrefix("/proc/"), stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        return sniffedExtension(path) != nil
+    }
+
+    /// The still format `path`'s first bytes say it is in, as its usual extension; nil for none
+    /// known. Names the output of a file whose own extension says nothing (a JPEG named
+    /// `IMG_1.JPG_original` or with none came out as a PNG 25 times its size).
+    public static func sniffedExtension(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             head.count >= offset + bytes.count && Array(head[offset..<offset + bytes.count]) == bytes
         }
         let ascii = { (text: String) in [UInt8](text.utf8) }
-        if starts([0xFF, 0xD8, 0xFF]) || starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) || starts(ascii("GIF8")) { return true }
-        if starts(ascii("RIFF")) && starts(ascii("WEBP"), at: 8) { return true }
-        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return true }
-        if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return true } // JPEG XL
-        if starts([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return true } // JPEG 2000
-        if starts(ascii("ftyp"), at: 4) && ["heic", "heix", "mif1", "avif"].contains(where: { starts(ascii($0), at: 8) }) { return true }
-        if starts(ascii("#?RADIANCE")) || starts(ascii("#?RGBE")) || starts(ascii("SIMPLE  =")) { return true } // Radiance HDR, FITS
-        return false
+        if starts([0xFF, 0xD8, 0xFF]) { return "jpg" }
+        if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "png" }
+        if starts(ascii("GIF8")) { return "gif" }
+        if starts(ascii("RIFF")) && starts(ascii("WEBP"), at: 8) { return "webp" }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "tif" }
+        if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return "jxl" }
+        if starts([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return "jp2" }
+        if starts(ascii("ftyp"), at: 4) && starts(ascii("avif"), at: 8) { return "avif" }
+        if starts(ascii("ftyp"), at: 4) && ["heic", "heix", "mif1"].contains(where: { starts(ascii($0), at: 8) }) { return "heic" }
+        if starts(ascii("#?RADIANCE")) || starts(ascii("#?RGBE")) { return "hdr" }
+        if starts(ascii("SIMPLE  =")) { return "fits" }
+        return nil
     }
 
     /// Whether `path` is a lossless WebP: its picture is a VP8L chunk (after a VP8X header and

@@ -112,7 +112,8 @@ extension UpscaleCommand {
     /// (BMP, TGA) unless --format named it.
     func stillExtension(input: String, pngFallback: Bool = true) -> String {
         let inputExt = URL(fileURLWithPath: input).pathExtension.lowercased()
-        let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt] ?? inputExt
+        let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt]
+            ?? StillImage.sniffedExtension(input) ?? inputExt
         return pngFallback && encode.format == nil && !StillImage.canSave(extension: ext) ? "png" : ext
     }
 
@@ -125,7 +126,10 @@ extension UpscaleCommand {
         // (An SVG given "-o logo.png" was refused: "cannot write .svg files".)
         if self.output.map({ JobPlanner.isDirectory($0) || childBatch || $0.hasSuffix("/") }) ?? true {
             ext = stillExtension(input: input)
-            if ext != named { logger.notice("this libvips cannot write .\(named) files; '\(input)' is saved as .png (or choose --format)") }
+            if ext != named {
+                logger.notice(named.isEmpty ? "'\(input)' has no extension that names its format; it is saved as .png (or choose --format)"
+                                            : "this libvips cannot write .\(named) files; '\(input)' is saved as .png (or choose --format)")
+            }
             guard StillImage.canSave(extension: ext) else {
                 throw UpscaleError(.usage, "this libvips cannot write .\(ext) files; choose another --format (jpg, png, webp, tiff)")
             }
