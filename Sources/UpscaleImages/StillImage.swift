@@ -574,8 +574,10 @@ public final class StillImage {
         return nil
     }
 
-    /// Removes a WebP file's EXIF and XMP chunks and their flags in its VP8X header; false when
-    /// the file is not a WebP this can read or cannot be rewritten.
+    /// Removes a WebP file's EXIF, XMP and ICC profile chunks and their flags in its VP8X header;
+    /// false when the file is not a WebP this can read or cannot be rewritten. (libvips 8.14's
+    /// saver writes EXIF, and the sRGB profile a stripped wide-gamut picture was turned into,
+    /// whatever it is told.)
     static func dropWebPMetadata(_ path: String) -> Bool {
         guard let data = FileManager.default.contents(atPath: path), data.count >= 12 else { return false }
         let bytes = [UInt8](data)
@@ -587,12 +589,12 @@ public final class StillImage {
             let type = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
             let size = bytes[offset + 4..<offset + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
             let end = min(bytes.count, offset + 8 + size + size % 2)
-            if type == "EXIF" || type == "XMP " {
+            if type == "EXIF" || type == "XMP " || type == "ICCP" {
                 dropped = true
             } else {
                 var chunk = Array(bytes[offset..<end])
-                // VP8X flags: 0x08 EXIF, 0x04 XMP.
-                if type == "VP8X" && chunk.count > 8 { chunk[8] &= ~0x0C }
+                // VP8X flags: 0x20 ICC profile, 0x08 EXIF, 0x04 XMP.
+                if type == "VP8X" && chunk.count > 8 { chunk[8] &= ~0x2C }
                 out += chunk
             }
             offset = end

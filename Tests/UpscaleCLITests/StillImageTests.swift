@@ -1035,6 +1035,15 @@ final class StillImageTests: XCTestCase {
             XCTAssertEqual(try blob(out, "exif-data") != nil, !strip)
             XCTAssertEqual(try header(out).width, 2 * (try header(butterfly)).width)
         }
+        // A wide-gamut picture is turned into sRGB and left with no profile: the saver wrote the
+        // sRGB one it was turned into.
+        let wide = try photo("wide.jpg", profile: try builtInProfile("p3"))
+        let out = path("wide-stripped.webp")
+        let result = try run([wide, "--strip", "--output", out])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertNil(try Data(contentsOf: URL(fileURLWithPath: out)).range(of: Data("ICCP".utf8)))
+        XCTAssertNil(try blob(out, "icc-profile-data"))
+        XCTAssertNotNil(try blob(path("strip-false.webp"), "exif-data"), "unstripped keeps its metadata")
     }
 
     /// Radiance HDR (.hdr, packed RGBE) and FITS are stills: they went down the video path
