@@ -478,14 +478,23 @@ public final class StillImage {
         tagged.pointee.Xres = image.pointee.Xres
         tagged.pointee.Yres = image.pointee.Yres
         var converted = false
-        // (Gray pictures are left as they are: an sRGB conversion would make them RGB.)
-        if let profile = blob("icc-profile-data"), colourBands == 3, strip || !StillImage.keepsProfile(extension: ext), !StillImage.isSRGB(profile) {
-            // A wide-gamut profile that will not be written (--strip, GIF): the pixels are
-            // turned to sRGB by it first, or their colours shift (Display P3's blue by +8).
+        if let profile = blob("icc-profile-data"), strip || !StillImage.keepsProfile(extension: ext),
+           !StillImage.isSRGB(profile, bands: colourBands) {
+            // A profile that will not be written (--strip, GIF) and is not sRGB's: the pixels are
+            // turned to sRGB by it first, or their colours shift (Display P3's blue by +8; a gray
+            // photo in Photoshop's "Dot Gain 20%" or gamma 1.8 darkened by ~16 levels in its
+            // mid-tones).
             profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
             var srgb: UnsafeMutablePointer<VipsImage>?
-            guard upscale_vips_to_srgb(tagged, &srgb, sixteenBit ? 16 : 8) == 0, let srgb else {
+            guard upscale_vips_to_srgb(tagged, &srgb, sixteenBit ? 16 : 8) == 0, var srgb else {
                 throw ImagePlanes.failure("cannot convert '\(path)' to sRGB")
+            }
+            if colourBands == 1 {
+                // Gray stays gray: a neutral gray comes out with three equal bands; one (and the
+                // alpha, where there is one) is kept.
+                do { srgb = try StillImage.grayBand(of: srgb, alpha: hasAlpha, as: outputInterpretation) } catch {
+                    throw ImagePlanes.failure("cannot convert '\(path)' to sRGB")
+                }
             }
             upscale_vips_unref(tagged)
             tagged = srgb
@@ -753,15 +762,20 @@ public final class StillImage {
     /// (lcms, via libvips) all come back within 2. The profile's name said so before, and
     /// Artifex's "esRGB" (extended, encoded far from sRGB) passed as sRGB: its colours shifted
     /// by up to 40 levels. A profile lcms cannot use is judged by its name as before.
-    static func isSRGB(_ profile: Data) -> Bool {
+    static func isSRGB(_ profile: Data, bands: Int = 3) -> Bool {
         let levels: [UInt8] = [0, 64, 128, 192, 255]
         var colours: [UInt8] = []
-        for r in levels { for g in levels { for b in levels { colours += [r, g, b] } } }
+        if bands == 1 {
+            // A gray profile: 17 grays, each coming back as three equal bands.
+            colours = stride(from: 0, through: 256, by: 16).map { UInt8(min($0, 255)) }
+        } else {
+            for r in levels { for g in levels { for b in levels { colours += [r, g, b] } } }
+        }
         let measured: Bool? = colours.withUnsafeBytes { raw in
-            guard let plain = upscale_vips_from_memory(raw.baseAddress, raw.count, Int32(colours.count / 3), 1, 3, VIPS_FORMAT_UCHAR) else { return nil }
+            guard let plain = upscale_vips_from_memory(raw.baseAddress, raw.count, Int32(colours.count / bands), 1, Int32(bands), VIPS_FORMAT_UCHAR) else { return nil }
             defer { upscale_vips_unref(plain) }
             var tagged: UnsafeMutablePointer<VipsImage>?, converted: UnsafeMutablePointer<VipsImage>?
-            guard upscale_vips_copy_as(plain, &tagged, VIPS_INTERPRETATION_sRGB) == 0, let tagged else { return nil }
+            guard upscale_vips_copy_as(plain, &tagged, bands == 1 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB) == 0, let tagged else { return nil }
             defer { upscale_vips_unref(tagged) }
             profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
             guard upscale_vips_to_srgb(tagged, &converted, 8) == 0, let converted else { return nil }
@@ -769,9 +783,9 @@ public final class StillImage {
             var size = 0
             guard let memory = upscale_vips_to_memory(converted, &size) else { return nil }
             defer { g_free(memory) }
-            guard size == colours.count else { return nil }
+            guard size == colours.count * 3 / bands else { return nil }
             let out = memory.assumingMemoryBound(to: UInt8.self)
-            return colours.indices.allSatisfy { abs(Int(out[$0]) - Int(colours[$0])) <= 2 }
+            return (0..<size).allSatisfy { abs(Int(out[$0]) - Int(colours[bands == 1 ? $0 / 3 : $0])) <= 2 }
         }
         upscale_vips_error_clear()
         if let measured { return measured }
@@ -779,6 +793,28 @@ public final class StillImage {
             profile.range(of: Data(text.utf8)) != nil || profile.range(of: Data(text.utf8.flatMap { [0, $0] })) != nil
         }
         return says("sRGB") && !says("inear")
+    }
+
+    /// The gray of an sRGB image made from a gray one (its second band: a neutral gray's three
+    /// are equal), with the alpha after it where `alpha`, tagged `space`. Takes `image`.
+    static func grayBand(of image: UnsafeMutablePointer<VipsImage>, alpha: Bool, as space: VipsInterpretation) throws -> UnsafeMutablePointer<VipsImage> {
+        defer { upscale_vips_unref(image) }
+        struct Failed: Error {}
+        var gray: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_extract_band(image, &gray, 1) == 0, var joined = gray else { throw Failed() }
+        if alpha {
+            var alphaBand: UnsafeMutablePointer<VipsImage>?, both: UnsafeMutablePointer<VipsImage>?
+            guard upscale_vips_extract_band(image, &alphaBand, 3) == 0, let alphaBand else { upscale_vips_unref(joined); throw Failed() }
+            defer { upscale_vips_unref(alphaBand) }
+            let status = upscale_vips_bandjoin2(joined, alphaBand, &both)
+            upscale_vips_unref(joined)
+            guard status == 0, let both else { throw Failed() }
+            joined = both
+        }
+        defer { upscale_vips_unref(joined) }
+        var tagged: UnsafeMutablePointer<VipsImage>?
+        guard upscale_vips_copy_as(joined, &tagged, space) == 0, let tagged else { throw Failed() }
+        return tagged
     }
 
     fileprivate var outputInterpretation: VipsInterpretation {

@@ -330,6 +330,63 @@ final class StillImageTests: XCTestCase {
         XCTAssertNil(try blob(path("pq.avif"), "icc-profile-data"))
     }
 
+    /// An ICC v2 gray profile whose curve is a plain gamma (Photoshop's "Gray Gamma 1.8" kind).
+    private func grayProfile(gamma: Double) -> Data {
+        func u32(_ v: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(v).bigEndian, Array.init) }
+        func fixed(_ v: Double) -> [UInt8] { u32(Int((v * 65536).rounded())) }
+        let d50 = fixed(0.9642) + fixed(1.0) + fixed(0.8249)
+        let text = Array("Gray Gamma \(gamma)".utf8) + [0]
+        var desc = Array("desc".utf8) + [0, 0, 0, 0] + u32(text.count) + text + u32(0) + u32(0) + [0, 0, 0] + [UInt8](repeating: 0, count: 67)
+        while desc.count % 4 != 0 { desc.append(0) }
+        let wtpt = Array("XYZ ".utf8) + [0, 0, 0, 0] + d50
+        let trc = Array("curv".utf8) + [0, 0, 0, 0] + u32(1) + [UInt8(gamma), UInt8(((gamma - gamma.rounded(.down)) * 256).rounded()), 0, 0]
+        let tags: [(String, [UInt8])] = [("desc", desc), ("wtpt", wtpt), ("kTRC", trc)]
+        var offset = 128 + 4 + 12 * tags.count
+        var table = u32(tags.count), body: [UInt8] = []
+        for (signature, data) in tags {
+            table += Array(signature.utf8) + u32(offset) + u32(data.count)
+            body += data
+            offset += data.count
+        }
+        var header = u32(0) + Array("lcms".utf8) + [2, 0x10, 0, 0] + Array("mntrGRAYXYZ ".utf8) + [UInt8](repeating: 0, count: 12)
+        header += Array("acsp".utf8) + [UInt8](repeating: 0, count: 24) + u32(0) + d50 + [UInt8](repeating: 0, count: 48)
+        var profile = header + table + body
+        profile.replaceSubrange(0..<4, with: u32(profile.count))
+        return Data(profile)
+    }
+
+    /// A gray photo whose profile is not sRGB's (gamma 1.8 here; Photoshop's gray default is
+    /// "Dot Gain 20%") loses that profile with --strip and in GIF: its grays are turned into
+    /// sRGB's first, and it stays one band. They were left as they were, ~16 levels darker in
+    /// the mid-tones once shown as sRGB.
+    func testAGrayPictureIsTurnedIntoSRGBBeforeItsProfileIsLeftOut() throws {
+        let profile = grayProfile(gamma: 1.8)
+        let gray = try make("gray.png") { image in
+            var band: UnsafeMutablePointer<VipsImage>?, out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_extract_band(image, &band, 1), 0)
+            defer { upscale_vips_unref(band) }
+            XCTAssertEqual(upscale_vips_copy_as(try XCTUnwrap(band), &out, VIPS_INTERPRETATION_B_W), 0)
+            profile.withUnsafeBytes { upscale_vips_set_blob_copy(out, "icc-profile-data", $0.baseAddress, $0.count) }
+            return try XCTUnwrap(out)
+        }
+        XCTAssertEqual(try blob(gray, "icc-profile-data"), profile)
+        let shown = try bandMeans(gray, toSRGB: true)[1], stored = try bandMeans(gray)[0]
+        XCTAssertGreaterThan(shown - stored, 8, "gamma 1.8 grays are lighter shown as sRGB")
+        for (name, extra) in [("stripped.png", ["--strip"]), ("gray.gif", [String]())] {
+            let result = try run([gray, "--output", path(name), "--no-refine"] + extra)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertNil(try blob(path(name), "icc-profile-data"), name)
+            // (libvips reads any GIF back as RGBA.)
+            if name.hasSuffix(".png") { XCTAssertEqual(try header(path(name)).bands, 1, name) }
+            XCTAssertEqual(try bandMeans(path(name))[0], shown, accuracy: 1, name)
+        }
+        // Kept where the format holds it: the grays as they were, with their profile.
+        let kept = try run([gray, "--output", path("kept.png"), "--no-refine"])
+        XCTAssertEqual(kept.status, 0, kept.stderr)
+        XCTAssertEqual(try blob(path("kept.png"), "icc-profile-data"), profile)
+        XCTAssertEqual(try bandMeans(path("kept.png"))[0], stored, accuracy: 1)
+    }
+
     func testSVGIsUpscaledAsAStill() throws {
         let svg = path("logo.svg")
         try Data(##"<svg xmlns="http://www.w3.org/2000/svg" width="64" height="48"><rect width="64" height="48" fill="#fff"/><circle cx="32" cy="24" r="16" fill="#c00"/></svg>"##.utf8)
