@@ -33,8 +33,9 @@ struct HEIFColour: Equatable {
         return .unread(what.joined(separator: ", "))
     }
 
-    /// The first `nclx` colour box of `path`'s item properties (meta → iprp → ipco → colr), or
-    /// nil where the file is not HEIF/AVIF or has none.
+    /// The `nclx` colour box of `path`'s primary picture (meta → iprp → ipco, associated with
+    /// the item `pitm` names through `ipma`: a thumbnail, alpha or gain map may have its own),
+    /// or nil where the file is not HEIF/AVIF or gives none.
     static func of(_ path: String) -> HEIFColour? {
         guard let file = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? file.close() }
@@ -44,45 +45,77 @@ struct HEIFColour: Equatable {
         for _ in 0..<64 {
             guard (try? file.seek(toOffset: offset)) != nil, let header = try? file.read(upToCount: 16), header.count >= 8 else { return nil }
             let bytes = [UInt8](header)
-            var size = UInt64(number(bytes, 0, 4)), headerSize: UInt64 = 8
+            var size = UInt64(truncatingIfNeeded: number(bytes, 0, 4) ?? 0), headerSize: UInt64 = 8
             if size == 1, bytes.count == 16 {
-                size = UInt64(number(bytes, 8, 8))
+                size = UInt64(truncatingIfNeeded: number(bytes, 8, 8) ?? 0)
                 headerSize = 16
             }
             guard size >= headerSize else { return nil }
             if String(decoding: bytes[4..<8], as: UTF8.self) == "meta" {
                 guard size <= 16 << 20, (try? file.seek(toOffset: offset + headerSize)) != nil,
                       let body = try? file.read(upToCount: Int(size - headerSize)) else { return nil }
-                // A full box: version and flags first.
-                return find(in: [UInt8](body), from: 4, path: ["iprp", "ipco", "colr"][...])
+                return primaryColour(meta: [UInt8](body))
             }
             offset += size
         }
         return nil
     }
 
-    /// Walks the boxes of `bytes` from `start` down `path`; at its end, reads an nclx colour box.
-    private static func find(in bytes: [UInt8], from start: Int, to end: Int? = nil, path: ArraySlice<String>) -> HEIFColour? {
-        let end = end ?? bytes.count
-        var at = start
-        while at + 8 <= end {
-            let size = number(bytes, at, 4)
-            guard size >= 8, at + size <= end else { return nil }
-            if String(decoding: bytes[(at + 4)..<(at + 8)], as: UTF8.self) == path.first {
-                if path.count > 1 {
-                    if let found = find(in: bytes, from: at + 8, to: at + size, path: path.dropFirst()) { return found }
-                } else if size >= 8 + 4 + 7, String(decoding: bytes[(at + 8)..<(at + 12)], as: UTF8.self) == "nclx" {
-                    return HEIFColour(primaries: number(bytes, at + 12, 2), transfer: number(bytes, at + 14, 2), matrix: number(bytes, at + 16, 2))
-                }
-            }
+    /// The boxes of `bytes[range]`: type and the range of each box's content.
+    private static func boxes(_ bytes: [UInt8], _ range: Range<Int>) -> [(type: String, content: Range<Int>)] {
+        var out: [(String, Range<Int>)] = [], at = range.lowerBound
+        while at + 8 <= range.upperBound, let size = number(bytes, at, 4), size >= 8, at + size <= range.upperBound {
+            out.append((String(decoding: bytes[(at + 4)..<(at + 8)], as: UTF8.self), (at + 8)..<(at + size)))
             at += size
+        }
+        return out
+    }
+
+    /// The meta box's content (a full box: version and flags first) → the primary item's nclx.
+    private static func primaryColour(meta bytes: [UInt8]) -> HEIFColour? {
+        guard bytes.count >= 4 else { return nil }
+        let children = boxes(bytes, 4..<bytes.count)
+        var primary: Int?
+        if let pitm = children.first(where: { $0.type == "pitm" })?.content, pitm.count >= 6 {
+            primary = bytes[pitm.lowerBound] == 0 ? number(bytes, pitm.lowerBound + 4, 2) : number(bytes, pitm.lowerBound + 4, 4)
+        }
+        guard let iprp = children.first(where: { $0.type == "iprp" })?.content else { return nil }
+        let parts = boxes(bytes, iprp)
+        guard let ipco = parts.first(where: { $0.type == "ipco" })?.content else { return nil }
+        let properties = boxes(bytes, ipco)
+        // Property indices (from 1) of each item.
+        var associated: [Int: [Int]] = [:]
+        if let ipma = parts.first(where: { $0.type == "ipma" })?.content, ipma.count >= 8 {
+            let version = bytes[ipma.lowerBound], wide = bytes[ipma.lowerBound + 3] & 1 != 0
+            var at = ipma.lowerBound + 8
+            for _ in 0..<(number(bytes, ipma.lowerBound + 4, 4) ?? 0) {
+                let idSize = version < 1 ? 2 : 4
+                guard let item = number(bytes, at, idSize), at + idSize < ipma.upperBound else { break }
+                let count = Int(bytes[at + idSize])
+                at += idSize + 1
+                var indices: [Int] = []
+                for _ in 0..<count {
+                    guard let value = number(bytes, at, wide ? 2 : 1), at + (wide ? 2 : 1) <= ipma.upperBound else { break }
+                    indices.append(value & (wide ? 0x7FFF : 0x7F))
+                    at += wide ? 2 : 1
+                }
+                associated[item] = indices
+            }
+        }
+        let candidates = primary.flatMap { associated[$0] }?.compactMap { properties.indices.contains($0 - 1) ? properties[$0 - 1] : nil } ?? properties
+        for property in candidates where property.type == "colr" && property.content.count >= 4 + 7 {
+            let at = property.content.lowerBound
+            guard String(decoding: bytes[at..<(at + 4)], as: UTF8.self) == "nclx",
+                  let primaries = number(bytes, at + 4, 2), let transfer = number(bytes, at + 6, 2), let matrix = number(bytes, at + 8, 2) else { continue }
+            return HEIFColour(primaries: primaries, transfer: transfer, matrix: matrix)
         }
         return nil
     }
 
-    /// The big-endian number of `count` bytes at `at`.
-    private static func number(_ bytes: [UInt8], _ at: Int, _ count: Int) -> Int {
-        bytes[at..<(at + count)].reduce(0) { $0 << 8 | Int($1) }
+    /// The big-endian number of `count` bytes at `at`; nil past the end.
+    private static func number(_ bytes: [UInt8], _ at: Int, _ count: Int) -> Int? {
+        guard at >= 0, at + count <= bytes.count else { return nil }
+        return bytes[at..<(at + count)].reduce(0) { $0 << 8 | Int($1) }
     }
 }
 

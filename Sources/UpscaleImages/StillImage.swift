@@ -56,13 +56,22 @@ public final class StillImage {
         return sniffedExtension(path) != nil
     }
 
+    /// The format a still's content names where its extension names none (none at all, or a
+    /// backup suffix such as `IMG_1.JPG_original`): its output is named and saved by it.
+    public static func contentExtension(_ path: String) -> String? {
+        let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
+        // (A Radiance picture is known by its bytes, its .hdr then naming it.)
+        guard !extensions.contains(ext), let sniffed = sniffedExtension(path), sniffed != ext else { return nil }
+        return sniffed
+    }
+
     /// The still format `path`'s first bytes say it is in, as its usual extension; nil for none
     /// known. Names the output of a file whose own extension says nothing (a JPEG named
     /// `IMG_1.JPG_original` or with none came out as a PNG 25 times its size).
     public static func sniffedExtension(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
+        let head = [UInt8]((try? handle.read(upToCount: 64)) ?? Data())
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             head.count >= offset + bytes.count && Array(head[offset..<offset + bytes.count]) == bytes
         }
@@ -74,8 +83,13 @@ public final class StillImage {
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "tif" }
         if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return "jxl" }
         if starts([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return "jp2" }
-        if starts(ascii("ftyp"), at: 4) && starts(ascii("avif"), at: 8) { return "avif" }
-        if starts(ascii("ftyp"), at: 4) && ["heic", "heix", "mif1"].contains(where: { starts(ascii($0), at: 8) }) { return "heic" }
+        if starts(ascii("ftyp"), at: 4) {
+            // The major brand, then the compatible ones (an AVIF may name "mif1" first).
+            let size = min(head.count, head[0..<4].reduce(0) { $0 << 8 | Int($1) })
+            let brands = [8] + Array(stride(from: 16, to: size - 3, by: 4))
+            if brands.contains(where: { starts(ascii("avif"), at: $0) || starts(ascii("avis"), at: $0) }) { return "avif" }
+            if ["heic", "heix", "mif1"].contains(where: { starts(ascii($0), at: 8) }) { return "heic" }
+        }
         if starts(ascii("#?RADIANCE")) || starts(ascii("#?RGBE")) { return "hdr" }
         if starts(ascii("SIMPLE  =")) { return "fits" }
         return nil
@@ -478,8 +492,10 @@ public final class StillImage {
         tagged.pointee.Xres = image.pointee.Xres
         tagged.pointee.Yres = image.pointee.Yres
         var converted = false
+        // (A gray picture is converted by a gray profile only: one carrying an RGB profile, which
+        // lcms cannot apply to it, is left as it was.)
         if let profile = blob("icc-profile-data"), strip || !StillImage.keepsProfile(extension: ext),
-           !StillImage.isSRGB(profile, bands: colourBands) {
+           colourBands == 3 || StillImage.profileSpace(profile) == "GRAY", !StillImage.isSRGB(profile, bands: colourBands) {
             // A profile that will not be written (--strip, GIF) and is not sRGB's: the pixels are
             // turned to sRGB by it first, or their colours shift (Display P3's blue by +8; a gray
             // photo in Photoshop's "Dot Gain 20%" or gamma 1.8 darkened by ~16 levels in its
@@ -487,13 +503,13 @@ public final class StillImage {
             profile.withUnsafeBytes { upscale_vips_set_blob_copy(tagged, "icc-profile-data", $0.baseAddress, $0.count) }
             var srgb: UnsafeMutablePointer<VipsImage>?
             guard upscale_vips_to_srgb(tagged, &srgb, sixteenBit ? 16 : 8) == 0, var srgb else {
-                throw ImagePlanes.failure("cannot convert '\(path)' to sRGB")
+                throw ImagePlanes.failure("cannot convert '\(self.path)' to sRGB")
             }
             if colourBands == 1 {
                 // Gray stays gray: a neutral gray comes out with three equal bands; one (and the
                 // alpha, where there is one) is kept.
                 do { srgb = try StillImage.grayBand(of: srgb, alpha: hasAlpha, as: outputInterpretation) } catch {
-                    throw ImagePlanes.failure("cannot convert '\(path)' to sRGB")
+                    throw ImagePlanes.failure("cannot convert '\(self.path)' to sRGB")
                 }
             }
             upscale_vips_unref(tagged)
@@ -793,6 +809,11 @@ public final class StillImage {
             profile.range(of: Data(text.utf8)) != nil || profile.range(of: Data(text.utf8.flatMap { [0, $0] })) != nil
         }
         return says("sRGB") && !says("inear")
+    }
+
+    /// The colour space an ICC profile's header names ("RGB ", "GRAY", "CMYK"…), nil if too short.
+    static func profileSpace(_ profile: Data) -> String? {
+        profile.count >= 20 ? String(decoding: profile[profile.startIndex + 16..<profile.startIndex + 20], as: UTF8.self) : nil
     }
 
     /// The gray of an sRGB image made from a gray one (its second band: a neutral gray's three

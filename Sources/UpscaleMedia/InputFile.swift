@@ -141,12 +141,17 @@ final class InputFile {
     /// Whether every sample the index of stream `index` lists lies within the file: false for
     /// an .mp4/.mov cut short with its index at the front (faststart, a download stopped), whose
     /// index still lists what was cut away. True where there is no index or no size to compare.
+    /// Every entry is looked at: samples need not be stored in the order they are shown.
     func indexIsWhole(_ index: Int) -> Bool {
         let stream = self.stream(index)
         let count = avformat_index_get_entries_count(stream)
         let size = avio_size(context.pointee.pb)
-        guard count > 0, size > 0, let last = avformat_index_get_entry(stream, count - 1) else { return true }
-        return last.pointee.pos + Int64(last.pointee.size) <= size
+        guard count > 0, size > 0 else { return true }
+        for entry in 0..<count {
+            guard let sample = avformat_index_get_entry(stream, entry) else { continue }
+            if sample.pointee.pos + Int64(sample.pointee.size) > size { return false }
+        }
+        return true
     }
 
     /// The first real video stream (cover art and other attached pictures are skipped).
@@ -259,12 +264,16 @@ extension InputFile {
             av_packet_free(&packet)
             av_frame_free(&frame)
         }
-        var sentEnd = false
+        var sentEnd = false, sent = 0
         while true {
             if avcodec_receive_frame(ctx, frame) >= 0 { return try body(frame, stream) }
-            if sentEnd { return try body(nil, stream) }
+            // No picture from the first 256 packets: none is taken (a damaged file was read whole).
+            if sentEnd || sent >= 256 { return try body(nil, stream) }
             if try input.read(into: packet!) {
-                if Int(packet!.pointee.stream_index) == index { _ = avcodec_send_packet(ctx, packet) }
+                if Int(packet!.pointee.stream_index) == index {
+                    _ = avcodec_send_packet(ctx, packet)
+                    sent += 1
+                }
                 av_packet_unref(packet)
             } else {
                 _ = avcodec_send_packet(ctx, nil)

@@ -34,8 +34,13 @@ public struct TranscodeSummary: Sendable {
 extension Transcoder {
     /// The note for captions carried inside the pictures (CEA-608/708 in A/53 user data):
     /// they were dropped without a word (`ffmpeg -c copy` keeps them). H.264 and HEVC output keep them.
-    public static func captionsNote(_ input: String) -> String {
-        "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or extract them first (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
+    public static func captionsNote(_ input: String, codec: VideoCodec) -> String {
+        let extract = "extract them first (for example with ffmpeg's lavfi movie=…[out0+subcc] into .srt)"
+        if codec == .hevc || codec == .h264 {
+            // (Pictures whose packets were not in Annex B form, or had no time.)
+            return "'\(input)' carries closed captions inside its video (CEA-608/708); some could not be written into the upscaled video's pictures — \(extract)"
+        }
+        return "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or \(extract)"
     }
 }
 
@@ -266,7 +271,7 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            if decoder.dropsCaptions || encoder.lostCaptions { logger.notice("\(Self.captionsNote(job.input))") }
+            if decoder.dropsCaptions || encoder.lostCaptions { logger.notice("\(Self.captionsNote(job.input, codec: job.encoder.codec))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),

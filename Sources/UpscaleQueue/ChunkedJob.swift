@@ -408,7 +408,7 @@ public final class ChunkedJob {
             if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
-        if (try? ledger.value("captions")) == "dropped" { logger.notice("\(Transcoder.captionsNote(job.input))") }
+        if (try? ledger.value("captions")) == "dropped" { logger.notice("\(Transcoder.captionsNote(job.input, codec: job.encoder.codec))") }
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         if TestHook.current == .stallAfterJoin { TestHook.stallForever() }
         try? fm.removeItem(atPath: workFolder)

@@ -113,8 +113,15 @@ extension UpscaleCommand {
     func stillExtension(input: String, pngFallback: Bool = true) -> String {
         let inputExt = URL(fileURLWithPath: input).pathExtension.lowercased()
         let ext = encode.format.flatMap { StillImage.formats[$0.lowercased()] } ?? StillImage.formats[inputExt]
-            ?? StillImage.sniffedExtension(input) ?? inputExt
+            ?? StillImage.contentExtension(input) ?? inputExt
         return pngFallback && encode.format == nil && !StillImage.canSave(extension: ext) ? "png" : ext
+    }
+
+    /// `<name> Upscaled.<ext>`. A name whose extension names no format keeps it whole:
+    /// "IMG_1.JPG_original" and "IMG_1.JPG" of one batch would both make "IMG_1 Upscaled.jpg".
+    func stillOutputName(for input: String, extension ext: String) -> String {
+        StillImage.contentExtension(input) != nil ? "\(URL(fileURLWithPath: input).lastPathComponent) Upscaled.\(ext)"
+                                                  : JobPlanner.outputName(for: input, extension: ext)
     }
 
     /// `<name> Upscaled.<ext>` beside the input or in --output, in the input's format or --format's.
@@ -152,7 +159,7 @@ extension UpscaleCommand {
             output = given
         } else {
             let folder = self.output ?? inputURL.deletingLastPathComponent().path
-            let name = JobPlanner.outputName(for: input, extension: ext)
+            let name = stillOutputName(for: input, extension: ext)
             output = URL(fileURLWithPath: folder)
                 .appendingPathComponent(uniqueName && !overwrite ? FolderWrites.freeName(name, in: folder) : name).path
         }

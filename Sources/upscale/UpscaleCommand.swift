@@ -251,9 +251,11 @@ struct UpscaleCommand: ParsableCommand {
         for input in inputs {
             let url = URL(fileURLWithPath: input)
             let ext = url.pathExtension.lowercased()
-            let outputExt = StillImage.isStill(input) ? stillExtension(input: input) : JobPlanner.defaultContainer(inputExtension: ext, codec: codec)
+            let still = StillImage.isStill(input)
+            let outputExt = still ? stillExtension(input: input) : JobPlanner.defaultContainer(inputExtension: ext, codec: codec)
             let folder = output ?? (JobPlanner.isRegularFile(input) ? url.deletingLastPathComponent().path : FileManager.default.currentDirectoryPath)
-            let path = URL(fileURLWithPath: folder).appendingPathComponent(JobPlanner.outputName(for: input, extension: outputExt))
+            let name = still ? stillOutputName(for: input, extension: outputExt) : JobPlanner.outputName(for: input, extension: outputExt)
+            let path = URL(fileURLWithPath: folder).appendingPathComponent(name)
                 .standardizedFileURL.path
             if let first = seen[path] { return (first, input, path) }
             seen[path] = input
@@ -279,7 +281,8 @@ struct UpscaleCommand: ParsableCommand {
         guard let input = inputs.first else { throw ExitCode(2) }
         // A recording still being made (or a copy still at it) is read as far as it is written:
         // the job would end there, with exit 0 and no word of it.
-        if !childPlanOnly, JobPlanner.isRegularFile(input), let writer = OpenWriters.writers(of: input).first {
+        let writer = !childPlanOnly && JobPlanner.isRegularFile(input) ? OpenWriters.writers(of: input).first : nil
+        if let writer {
             logger.notice("'\(input)' is being written right now by another program (\(writer.name), pid \(writer.pid)); the output holds only what is written so far — run it again when that program is done")
         }
         do {
@@ -334,7 +337,11 @@ struct UpscaleCommand: ParsableCommand {
                 reporter.send(JobReport.output(path: summary.output, width: job.width, height: job.height).line)
             }
             reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job, reusedFrames: reusedFrames)).line)
-        } catch let error as UpscaleError {
+        } catch var error as UpscaleError {
+            if let writer, error.message.contains("has no index (no moov box)") {
+                // A recording under way: its index comes when it stops (the advice was a repair tool).
+                error = UpscaleError(.input, "'\(input)' has no index yet: \(writer.name) (pid \(writer.pid)) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then")
+            }
             reporter.send(JobReport.error(kind: "\(error.kind)", text: error.message).line)
             switch error.kind {
             case .cancelled: throw ExitCode(130)

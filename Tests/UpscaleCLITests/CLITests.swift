@@ -756,6 +756,19 @@ final class CLITests: XCTestCase {
         let done = try upscale(["street-2s.mp4", "--width", "256", "--preset", "ultrafast", "--overwrite"], in: dir)
         XCTAssertEqual(done.status, 0, done.stderr)
         XCTAssertFalse(done.stderr.contains("being written"), done.stderr)
+        // An .mp4 being recorded has no index until it stops: that is said, not a repair tool
+        // (its mdat written so far, without the moov that comes at the end).
+        let data = try Data(contentsOf: dir.appendingPathComponent("street-2s.mp4"))
+        let moov = try XCTUnwrap(data.range(of: Data("moov".utf8)))
+        let recording = dir.appendingPathComponent("recording.mp4")
+        try data.prefix(moov.lowerBound - 4).write(to: recording)
+        let recorder = try FileHandle(forUpdating: recording)
+        defer { try? recorder.close() }
+        let early = try upscale(["recording.mp4", "--width", "256"], in: dir)
+        XCTAssertEqual(early.status, 1, early.stderr)
+        XCTAssertTrue(early.stderr.contains("error: 'recording.mp4' has no index yet: "), early.stderr)
+        XCTAssertTrue(early.stderr.contains("(pid \(getpid())) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then"), early.stderr)
+        XCTAssertFalse(early.stderr.contains("untrunc"), early.stderr)
     }
 
     /// `--output=~/x.mp4`, where the shell leaves `~` as it is, is the home folder's x.mp4. The

@@ -324,10 +324,44 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(raw.count, turned.count)
         XCTAssertGreaterThan(zip(raw, turned).map { abs(Int($0) - Int($1)) }.max() ?? 0, 12, "P3 into sRGB moves these colours")
 
+        // A colour box of another picture (a thumbnail's, a gain map's) ahead of the primary
+        // picture's: the primary's counts (the first one was taken: PQ named, the profile lost).
+        let decoy = try insertingColourBox(into: Data(contentsOf: URL(fileURLWithPath: p3)), primaries: 9, transfer: 16)
+        try decoy.write(to: URL(fileURLWithPath: path("decoy.avif")))
+        let decoyed = try run([path("decoy.avif"), "--output", path("decoy-out.avif")])
+        XCTAssertEqual(decoyed.status, 0, decoyed.stderr)
+        XCTAssertEqual(decoyed.stderr, "")
+        XCTAssertEqual(try blob(path("decoy-out.avif"), "icc-profile-data"), profile)
+
         let hdr = try run([pq, "--output", path("pq.avif")])
         XCTAssertEqual(hdr.status, 0, hdr.stderr)
         XCTAssertTrue(hdr.stderr.contains("gives its colour as BT.2020, PQ (HDR) (an nclx box), which this libvips cannot read"), hdr.stderr)
         XCTAssertNil(try blob(path("pq.avif"), "icc-profile-data"))
+    }
+
+    /// `avif` (ffmpeg's layout: one item, one extent, 32-bit offsets) with an nclx colour box of
+    /// no picture first in its property list: the sizes around it, the property indices and the
+    /// picture data's offset moved to match.
+    private func insertingColourBox(into avif: Data, primaries: UInt16, transfer: UInt16) throws -> Data {
+        var d = [UInt8](avif)
+        func u32(_ at: Int) -> Int { d[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) } }
+        func put(_ value: Int, _ at: Int) { d.replaceSubrange(at..<(at + 4), with: withUnsafeBytes(of: UInt32(value).bigEndian, Array.init)) }
+        func box(_ type: String) throws -> Int { try XCTUnwrap(Data(d).range(of: Data(type.utf8))).lowerBound - 4 }
+        let colour = [0, 0, 0, 19] + Array("colrnclx".utf8) + withUnsafeBytes(of: primaries.bigEndian, Array.init)
+            + withUnsafeBytes(of: transfer.bigEndian, Array.init) + [0, 9, 0]
+        d.insert(contentsOf: colour, at: try box("ipco") + 8)
+        for type in ["ipco", "iprp", "meta"] { let at = try box(type); put(u32(at) + colour.count, at) }
+        let ipma = try box("ipma")
+        var at = ipma + 16
+        for _ in 0..<u32(ipma + 12) {
+            at += 2
+            let count = Int(d[at])
+            at += 1
+            for _ in 0..<count { d[at] = (d[at] & 0x80) | ((d[at] & 0x7F) + 1); at += 1 }
+        }
+        let extent = try box("iloc") + 8 + 4 + 2 + 2 + 2 + 2 + 2
+        put(u32(extent) + colour.count, extent)
+        return Data(d)
     }
 
     /// An ICC v2 gray profile whose curve is a plain gamma (Photoshop's "Gray Gamma 1.8" kind).
@@ -385,6 +419,17 @@ final class StillImageTests: XCTestCase {
         XCTAssertEqual(kept.status, 0, kept.stderr)
         XCTAssertEqual(try blob(path("kept.png"), "icc-profile-data"), profile)
         XCTAssertEqual(try bandMeans(path("kept.png"))[0], stored, accuracy: 1)
+        // A gray picture carrying an RGB profile (which cannot apply to it) is left as it was,
+        // as before; it failed ("cannot convert … to sRGB").
+        let mislabelled = try make("mislabelled.jpg", from: gray) { image in
+            var out: UnsafeMutablePointer<VipsImage>?
+            XCTAssertEqual(upscale_vips_copy_as(image, &out, VIPS_INTERPRETATION_B_W), 0)
+            try builtInProfile("p3").withUnsafeBytes { upscale_vips_set_blob_copy(out, "icc-profile-data", $0.baseAddress, $0.count) }
+            return try XCTUnwrap(out)
+        }
+        let odd = try run([mislabelled, "--strip", "--output", path("odd.jpg"), "--no-refine"])
+        XCTAssertEqual(odd.status, 0, odd.stderr)
+        XCTAssertEqual(try header(path("odd.jpg")).bands, 1)
     }
 
     func testSVGIsUpscaledAsAStill() throws {
@@ -1208,15 +1253,27 @@ final class StillImageTests: XCTestCase {
         }
         try FileManager.default.copyItem(atPath: butterfly, toPath: path("photo"))
         try FileManager.default.copyItem(atPath: butterfly, toPath: path("IMG_1.JPG_original"))
-        for (input, output) in [(ppm, "scan Upscaled.ppm"), (path("photo"), "photo Upscaled.jpg"), (path("IMG_1.JPG_original"), "IMG_1 Upscaled.jpg")] {
+        // An AVIF whose major brand is "mif1" ("avif" among the compatible ones) stays AVIF.
+        var avif = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("butterfly-p3.avif"))
+        avif.replaceSubrange(8..<12, with: Data("mif1".utf8))
+        try avif.write(to: URL(fileURLWithPath: path("picture")))
+        for (input, output) in [(ppm, "scan Upscaled.ppm"), (path("photo"), "photo Upscaled.jpg"), (path("IMG_1.JPG_original"), "IMG_1.JPG_original Upscaled.jpg"),
+                                (path("picture"), "picture Upscaled.avif")] {
             let result = try run([input, "--width", "600"])
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertFalse(result.stderr.contains("cannot write"), result.stderr)
             if output.hasSuffix(".jpg") { XCTAssertEqual(StillImage.sniffedExtension(path(output)), "jpg", output) }
             let made = try header(path(output))
             XCTAssertEqual(made.width, 600, output)
-            XCTAssertEqual(made.height, (600 * source.height + source.width / 2) / source.width, output)
+            if input != path("picture") { XCTAssertEqual(made.height, (600 * source.height + source.width / 2) / source.width, output) }
         }
+        // The camera file and its backup in one batch: two outputs (they clashed, and the batch stopped).
+        try FileManager.default.copyItem(atPath: butterfly, toPath: path("IMG_1.JPG"))
+        try FileManager.default.removeItem(atPath: path("IMG_1.JPG_original Upscaled.jpg"))
+        let both = try run([path("IMG_1.JPG"), path("IMG_1.JPG_original"), "--width", "300"])
+        XCTAssertEqual(both.status, 0, both.stderr)
+        XCTAssertEqual(try header(path("IMG_1 Upscaled.jpg")).width, 300)
+        XCTAssertEqual(try header(path("IMG_1.JPG_original Upscaled.jpg")).width, 300, listing().joined(separator: ", "))
         // A camera raw file (TIFF inside) is refused in one line: read as a TIFF it gave its preview.
         try FileManager.default.copyItem(atPath: try make("raw.tif") { image in
             var copy: UnsafeMutablePointer<VipsImage>?
