@@ -210,8 +210,11 @@ public final class Watcher: @unchecked Sendable {
                     continue
                 }
                 let ext = URL(fileURLWithPath: name).pathExtension.lowercased()
-                // (A Radiance picture by its first bytes: other .hdr files are headers beside their data.)
-                guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) || ext == "hdr" && StillImage.isStill(dir + "/" + name) else {
+                // (A Radiance picture by its first bytes: other .hdr files are headers beside their data.
+                // A picture whose name says no format, such as "IMG_1.JPG_original" or one with no
+                // extension, by its first bytes too, as the plain command takes it: it was ignored.)
+                guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) || ext == "hdr" && StillImage.isStill(dir + "/" + name)
+                        || StillImage.contentExtension(dir + "/" + name) != nil else {
                     sayOnce(about: rel, "ignoring '\(rel)': not a video or image file")
                     continue
                 }

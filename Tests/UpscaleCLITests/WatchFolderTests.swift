@@ -107,6 +107,9 @@ final class WatchFolderTests: XCTestCase {
         let odd = "-dash clip ü.mp4"
         try drop(Self.clip, as: odd)
         try drop(CLITests.fixtures.appendingPathComponent("fruits.jpg"), as: "fruits.jpg")
+        // A photo whose name says no format (exiftool's backup) is one by its bytes, as for the
+        // plain command: it was ignored as "not a video or image file".
+        try drop(CLITests.fixtures.appendingPathComponent("fruits.jpg"), as: "IMG_1.JPG_original")
         let damaged = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("damage/mpeg4-mp3.avi"))
         try Data(Damage.zeroRun.apply(to: [UInt8](damaged), seed: 3)).write(to: inbox.appendingPathComponent("broken.avi"))
         for junk in ["notes.txt", ".DS_Store", "Thumbs.db", "movie.mp4.part", "big.crdownload"] {
@@ -114,8 +117,8 @@ final class WatchFolderTests: XCTestCase {
         }
         let run = try watchOnce(Self.encode + ["--exec-after", "printf '%s|%s|%s|%s\\n' \"$UPSCALE_STATE\" \"$UPSCALE_INPUT\" \"$UPSCALE_OUTPUT\" \"$UPSCALE_ERROR\" >> '\(inbox.deletingLastPathComponent().path)/after.log'"])
         XCTAssertEqual(run.status, 1, "a job failed, so --once exits 1: \(run.stderr)")
-        XCTAssertEqual(files("Upscaled"), ["-dash clip ü Upscaled.mp4", "fruits Upscaled.jpg"])
-        XCTAssertEqual(files("Originals"), [odd, "fruits.jpg"])
+        XCTAssertEqual(files("Upscaled"), ["-dash clip ü Upscaled.mp4", "IMG_1.JPG_original Upscaled.jpg", "fruits Upscaled.jpg"])
+        XCTAssertEqual(files("Originals"), [odd, "IMG_1.JPG_original", "fruits.jpg"])
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/\(odd)")), try Data(contentsOf: Self.clip), "original changed")
         let output = inbox.appendingPathComponent("Upscaled/-dash clip ü Upscaled.mp4")
         XCTAssertEqual(try MediaProbe.info(output.path).video?.width, 128)
@@ -127,7 +130,7 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("").filter { !$0.hasPrefix(".") || $0 == ".DS_Store" }.sorted(),
                        [".DS_Store", "Failed", "Originals", "Thumbs.db", "Upscaled", "big.crdownload", "movie.mp4.part", "notes.txt"])
         let jobs = try listing().jobs
-        XCTAssertEqual(jobs.map(\.state).sorted(), ["done", "done", "failed"])
+        XCTAssertEqual(jobs.map(\.state).sorted(), ["done", "done", "done", "failed"])
         XCTAssertEqual(jobs.first { $0.state == "done" }?.settings, Self.encode)
         let after = try String(contentsOf: inbox.deletingLastPathComponent().appendingPathComponent("after.log"), encoding: .utf8)
         // The hook is told where the original is now (it was told its old place in the inbox).
