@@ -315,6 +315,9 @@ public enum JobReport: Equatable, Sendable {
     /// The one-line error the job failed with, and its kind: `output` failures (disk full,
     /// folder not writable) may pass; `input`, `processing` and `usage` ones will not.
     case error(kind: String, text: String)
+    /// A note the job printed (a damaged picture filled in, an animation's first frame only,
+    /// transparency flattened): a watcher shows it, as the plain command's stderr does.
+    case note(text: String)
 
     public var line: String {
         switch self {
@@ -322,6 +325,7 @@ public enum JobReport: Equatable, Sendable {
         case .progress(let done, let total, let elapsed): return "progress \(done) \(total ?? -1) \(elapsed)"
         case .summary(let frames, let text): return "summary \(frames) \(text)"
         case .error(let kind, let text): return "error \(kind) \(text)"
+        case .note(let text): return "note \(text)"
         }
     }
 
@@ -361,6 +365,8 @@ public enum JobReport: Equatable, Sendable {
             let rest = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard rest.count == 3 else { return nil }
             self = .error(kind: rest[1], text: rest[2])
+        case "note":
+            self = .note(text: String(line.dropFirst(5)))
         case "progress":
             guard parts.count == 4, let done = Int(parts[1]), let total = Int(parts[2]), let elapsed = Double(parts[3]) else { return nil }
             self = .progress(done: done, total: total >= 0 ? total : nil, elapsed: elapsed)

@@ -482,6 +482,12 @@ final class RunningJob: @unchecked Sendable {
 
     private func handle(_ line: String) {
         guard let report = JobReport(line: line) else { return }
+        if case .note(let text) = report {
+            // On the watcher's console too: it was only in the job's log file, and a damaged
+            // picture filled in or an animation cut to its first frame was reported "done".
+            watcher.log("note on '\(claim.job.source)': \(text)")
+            return
+        }
         lock.withLock {
             switch report {
             case .output(let path, let w, let h): output = (path, w, h)
@@ -492,6 +498,7 @@ final class RunningJob: @unchecked Sendable {
                 elapsed = e
             case .summary(let f, _): summaryFrames = f
             case .error(let kind, let text): error = (kind, WatchFolder.advice(text))
+            case .note: break
             }
         }
     }

@@ -49,6 +49,8 @@ final class ChildState: @unchecked Sendable {
             outputBefore = Self.stamp(path)
         case .summary(_, let text): summary = text
         case .error(_, let text): error = text
+        // (The child's own stderr has shown it.)
+        case .note: break
         case .progress(let done, let total, let elapsed):
             framesDone = done
             // A still is one picture: no bar for it.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import UpscaleQueue
 
 /// Where the CLI's lines go: results to stdout, errors and notes to stderr.
 struct ConsoleOutput {
@@ -19,6 +20,9 @@ struct ConsoleOutput {
 
 /// Prints log records as "note: …" lines on stderr; the CLI's only log output.
 struct NoticeLogHandler: LogHandler {
+    /// A job child's reporter: its notes also go to the parent (a watcher shows them; its
+    /// stderr goes to the job's log file).
+    nonisolated(unsafe) static var reporter: JobReporter?
     let label: String
     var logLevel: Logger.Level = .notice
     var metadata: Logger.Metadata = [:]
@@ -32,6 +36,7 @@ struct NoticeLogHandler: LogHandler {
              source: String, file: String, function: String, line: UInt) {
         let prefix = level >= .error ? "error" : (level >= .warning ? "warning" : "note")
         writeStandardError("\(prefix): \(message)\n")
+        if level < .error { Self.reporter?.send(JobReport.note(text: "\(message)").line) }
     }
 }
 

@@ -89,7 +89,9 @@ struct UpscaleCommand: ParsableCommand {
     func run() throws {
         MediaLibrary.configure(verbose: verbose)
         if let fd = childReportFd {
-            try runChild(reporter: JobReporter(descriptor: fd))
+            let reporter = JobReporter(descriptor: fd)
+            NoticeLogHandler.reporter = reporter
+            try runChild(reporter: reporter)
         } else {
             try runParent()
         }

@@ -103,6 +103,20 @@ final class WatchFolderTests: XCTestCase {
         return try MediaProbe.packets(url.path, stream: video.index).count
     }
 
+    /// A job's notes reach the watcher's console: they were only in the job's log file, so a
+    /// damaged picture filled in, an animation cut to its first frame or a clip made smaller was
+    /// reported as plainly "done". The plain command says each once.
+    func testAJobsNotesAreShownByTheWatcher() throws {
+        try drop(Self.clip, as: "clip.mp4")
+        let run = try watchOnceLogged(["--scale", "0.5", "--preset", "ultrafast"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let note = "note on 'clip.mp4': '\(inbox.path)/clip.mp4' is shown at 768x576; --scale 0.5 makes it smaller, 384x288 (Lanczos only)"
+        XCTAssertEqual(run.stderr.components(separatedBy: note).count - 1, 1, run.stderr)
+        let plain = try upscale([Self.clip.path, "--scale", "0.5", "--preset", "ultrafast", "--output", inbox.appendingPathComponent("Upscaled").path + "/", "--overwrite"])
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertEqual(plain.stderr.components(separatedBy: "makes it smaller").count - 1, 1, plain.stderr)
+    }
+
     func testOnceUpscalesGoodFilesFailsBrokenOnesAndLeavesJunkAlone() throws {
         let odd = "-dash clip ü.mp4"
         try drop(Self.clip, as: odd)
