@@ -32,6 +32,18 @@ public struct TranscodeSummary: Sendable {
 }
 
 extension Transcoder {
+    /// HLG (or PQ) that a BT.2020 stream gives in its pictures only: broadcast HEVC/H.264
+    /// keeps SDR BT.2020 in its headers for old players and names HLG in an alternative
+    /// transfer characteristics SEI, which FFmpeg's decoder puts on each picture. The output
+    /// was tagged SDR BT.2020 (the ffmpeg command tags it HLG). Read from the first picture
+    /// where the file can be opened twice; nil where nothing changes.
+    static func pictureTransfer(_ path: String, color: ColorDescription) -> AVColorTransferCharacteristic? {
+        let hdr = [AVCOL_TRC_ARIB_STD_B67, AVCOL_TRC_SMPTE2084]
+        guard color.primaries == AVCOL_PRI_BT2020, !hdr.contains(color.transfer), HeadStart.readableTwice(path),
+              let shown = try? InputFile.firstPicture(of: path, { frame, _ in frame?.pointee.color_trc }), hdr.contains(shown) else { return nil }
+        return shown
+    }
+
     /// The note for captions carried inside the pictures (CEA-608/708 in A/53 user data):
     /// they were dropped without a word (`ffmpeg -c copy` keeps them). H.264 and HEVC output keep them.
     public static func captionsNote(_ input: String, codec: VideoCodec) -> String {
@@ -184,6 +196,7 @@ public final class Transcoder {
         // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and
         // decode. A pipe or device cannot be opened twice: its container's metadata alone (the
         // frames' own is in the first picture, which the encoder is opened before).
+        if let shown = Self.pictureTransfer(job.input, color: decoder.color) { decoder.color.transfer = shown }
         let pq = decoder.color.transfer == AVCOL_TRC_SMPTE2084
         let hdr = pq && (job.encoder.codec == .hevc || chunk == nil) ? try Self.hdrMetadata(job.input, stream: videoStream) : nil
         // What the output loses, said once per job: here for a job in one piece, by `ChunkedJob`

@@ -24,7 +24,8 @@ final class VideoDecoder {
     private(set) var framesDecoded = 0
     let fullRange: Bool
     let matrix: Int32
-    let color: ColorDescription
+    /// (Its transfer may come from the first picture instead: see `Transcoder.pictureTransfer`.)
+    var color: ColorDescription
     /// More than 8 bits per sample in the source: the pipeline can keep 10 bits.
     let highBitDepth: Bool
     /// Chroma layout of 10-bit pictures: the source's for 4:2:2 and 4:4:4 YUV, else 4:2:0;

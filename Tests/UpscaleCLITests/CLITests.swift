@@ -951,6 +951,15 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(eight.stderr.contains("--codec ffv1"), eight.stderr)
     }
 
+    /// HLG given only in the pictures (an alternative transfer SEI under SDR BT.2020 headers) is
+    /// tagged HLG in chunks too (it was tagged SDR BT.2020).
+    func testHLGGivenInThePicturesIsTaggedHLGInChunks() throws {
+        let dir = try workspace(["street-hlg-atc.mp4"])
+        let result = try upscale(["street-hlg-atc.mp4", "--preset", "ultrafast", "--chunk-seconds", "0.2", "-o", "out.mp4"], in: dir)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try MediaProbe.info(dir.appendingPathComponent("out.mp4").path).video?.colorTransfer, "arib-std-b67")
+    }
+
     /// A device is not a file being written: `upscale /dev/null` said it was being written right
     /// now by another program (whichever had it open), then gave its error.
     func testADeviceIsNotCalledBeingWritten() throws {

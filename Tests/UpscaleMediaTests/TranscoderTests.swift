@@ -566,6 +566,16 @@ final class TranscoderTests: XCTestCase {
             XCTAssertEqual(video.pixelFormat, settings.codec == .prores ? "yuv422p10le" : "yuv420p10le")
             XCTAssertNil(try HDRMetadata.firstFrame(of: job.output), "HLG carries no mastering metadata")
         }
+        // HLG sent as broadcast sends it: SDR BT.2020 in the headers, HLG in an alternative
+        // transfer SEI (on the decoded pictures). Tagged HLG, as the ffmpeg command does; it was
+        // tagged SDR BT.2020. (In chunks: the CLI test of the same name.)
+        let atc = try workspace(copying: ["street-hlg-atc.mp4"]).appendingPathComponent("street-hlg-atc.mp4").path
+        XCTAssertEqual(try MediaProbe.info(atc).video?.colorTransfer, "bt2020-10")
+        for (name, settings) in [("atc.mp4", EncoderSettings(preset: "ultrafast")), ("atc.mkv", EncoderSettings(codec: .ffv1))] {
+            let out = dir.appendingPathComponent(name).path
+            _ = try run(atc, UpscaleOptions(output: out, encoder: settings))
+            XCTAssertEqual(try MediaProbe.info(out).video?.colorTransfer, "arib-std-b67", name)
+        }
     }
 
     func testTenBit422And444StayAsTheyAre() throws {
