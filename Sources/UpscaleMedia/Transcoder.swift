@@ -145,10 +145,31 @@ public final class Transcoder {
             // 12- and 16-bit sources become 10-bit without a word.
             notes.append("'\(job.input)' is \(depth)-bit; the output is 10-bit")
         }
+        if let line = dolbyVisionNote(job.input, stream: stream) { notes.append(line) }
         if hdr == nil, decoder.color.transfer == AVCOL_TRC_SMPTE2084, !HeadStart.readableTwice(job.input) {
             notes.append("'\(job.input)' is PQ video read from a pipe: HDR10 metadata in its pictures cannot be read ahead, and the output keeps the PQ and BT.2020 tags without it (give the file itself to keep it)")
         }
         return notes
+    }
+
+    /// Dolby Vision (a dvcC/dvvC record): its layer (the RPU, per picture) cannot be made
+    /// again for the upscaled pictures, and went without a word. The output is the base
+    /// picture, which players show as the HDR10, HLG or SDR it is compatible with; a profile 5
+    /// base (compatibility 0) is not meant to be seen without the layer.
+    static func dolbyVisionNote(_ input: String, stream: UnsafeMutablePointer<AVStream>) -> String? {
+        var size = 0
+        guard let raw = av_stream_get_side_data(stream, AV_PKT_DATA_DOVI_CONF, &size),
+              size >= MemoryLayout<AVDOVIDecoderConfigurationRecord>.size else { return nil }
+        let record = UnsafeRawPointer(raw).loadUnaligned(as: AVDOVIDecoderConfigurationRecord.self)
+        let base: String
+        switch record.dv_bl_signal_compatibility_id {
+        case 1, 6: base = "HDR10"
+        case 2: base = "SDR"
+        case 4: base = "HLG"
+        default:
+            return "'\(input)' is Dolby Vision profile \(record.dv_profile), whose picture needs its Dolby Vision layer to show the right colours; the output cannot keep that layer, so its colours will be wrong — upscale an HDR10 or SDR export instead"
+        }
+        return "'\(input)' is Dolby Vision (profile \(record.dv_profile)); the output keeps its \(base) picture without the Dolby Vision layer, which cannot be made again for the upscaled pictures"
     }
 
     /// The same for a job run in chunks, said once by `ChunkedJob` before its chunks run.

@@ -341,6 +341,61 @@ final class TranscoderTests: XCTestCase {
     /// Half a mastering display (primaries without luminance, or luminance alone) is left out
     /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
     /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
+    /// `mp4` with a Dolby Vision configuration record (dvvC, or dvcC up to profile 7) in its
+    /// HEVC sample entry: the boxes on the way there grow by it (the index lies after the
+    /// pictures, so no offset moves).
+    private func withDolbyVision(_ mp4: Data, profile: UInt8, compatibility: UInt8) throws -> Data {
+        var d = [UInt8](mp4)
+        func u32(_ at: Int) -> Int { d[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) } }
+        func type(_ at: Int) -> String { String(decoding: d[(at + 4)..<(at + 8)], as: UTF8.self) }
+        // The path to the first hvc1 entry: moov, a trak, mdia, minf, stbl, stsd, hvc1.
+        func find(_ names: ArraySlice<String>, in range: Range<Int>) -> [Int]? {
+            var at = range.lowerBound
+            while at + 8 <= range.upperBound, u32(at) >= 8 {
+                if type(at) == names.first {
+                    if names.count == 1 { return [at] }
+                    let inner = type(at) == "stsd" ? 16 : 8
+                    if let rest = find(names.dropFirst(), in: (at + inner)..<(at + u32(at))) { return [at] + rest }
+                }
+                at += u32(at)
+            }
+            return nil
+        }
+        let path = try XCTUnwrap(find(["moov", "trak", "mdia", "minf", "stbl", "stsd", "hvc1"], in: 0..<d.count))
+        let bits = UInt16(profile) << 9 | 4 << 3 | 1 << 2 | 1
+        let payload: [UInt8] = [1, 0, UInt8(bits >> 8), UInt8(bits & 0xFF), compatibility << 4] + [UInt8](repeating: 0, count: 19)
+        let record = withUnsafeBytes(of: UInt32(8 + payload.count).bigEndian, Array.init) + Array((profile <= 7 ? "dvcC" : "dvvC").utf8) + payload
+        let entry = path.last!
+        d.insert(contentsOf: record, at: entry + u32(entry))
+        for at in path { d.replaceSubrange(at..<(at + 4), with: withUnsafeBytes(of: UInt32(u32(at) + record.count).bigEndian, Array.init)) }
+        return Data(d)
+    }
+
+    /// Dolby Vision went without a word: its layer cannot be made again for the upscaled
+    /// pictures. A profile 8.1 source is told it keeps its HDR10 picture; a profile 5 one (no
+    /// compatible base) that its colours will be wrong. A plain HDR10 source says nothing of it.
+    func testDolbyVisionIsSaidToBeLeftOut() throws {
+        let dir = try workspace(copying: ["street-hdr10.mp4"])
+        let hdr10 = dir.appendingPathComponent("street-hdr10.mp4")
+        func notes(_ name: String) throws -> [String] {
+            try Transcoder.lossNotes(for: JobPlanner.plan(input: dir.appendingPathComponent(name).path,
+                                                          options: UpscaleOptions(output: dir.appendingPathComponent("out-\(name)").path)))
+        }
+        XCTAssertFalse(try notes("street-hdr10.mp4").contains { $0.contains("Dolby") })
+        for (profile, compatibility, expected) in [(8 as UInt8, 1 as UInt8, "is Dolby Vision (profile 8); the output keeps its HDR10 picture without the Dolby Vision layer"),
+                                                   (5, 0, "is Dolby Vision profile 5, whose picture needs its Dolby Vision layer to show the right colours")] {
+            let name = "dv\(profile).mp4"
+            try withDolbyVision(Data(contentsOf: hdr10), profile: profile, compatibility: compatibility).write(to: dir.appendingPathComponent(name))
+            let said = try notes(name)
+            XCTAssertEqual(said.filter { $0.contains(expected) }.count, 1, "\(said)")
+            // It still upscales, and the output claims no Dolby Vision.
+            let (job, _) = try run(dir.appendingPathComponent(name).path, UpscaleOptions(width: 192, encoder: EncoderSettings(preset: "ultrafast")))
+            let output = try InputFile(path: job.output)
+            var size = 0
+            XCTAssertNil(av_stream_get_side_data(output.stream(try output.videoStreamIndex()), AV_PKT_DATA_DOVI_CONF, &size))
+        }
+    }
+
     func testHalfAMasteringDisplayIsLeftOut() throws {
         var m = AVMasteringDisplayMetadata()
         m.max_luminance = AVRational(num: 1000, den: 1)
