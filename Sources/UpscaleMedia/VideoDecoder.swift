@@ -104,7 +104,11 @@ final class VideoDecoder {
             if transfer == AVCOL_TRC_UNSPECIFIED { transfer = AVCOL_TRC_IEC61966_2_1 }
             space = primaries == AVCOL_PRI_BT2020 ? AVCOL_SPC_BT2020_NCL : guess.space
         } else {
-            if space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB { space = guess.space }
+            // (BT.2020 primaries with no matrix: BT.2020's, as players take it and as HDR is
+            // made; it was tagged BT.601 by its size.)
+            if space == AVCOL_SPC_UNSPECIFIED || space == AVCOL_SPC_RGB {
+                space = primaries == AVCOL_PRI_BT2020 ? AVCOL_SPC_BT2020_NCL : guess.space
+            }
             // Untagged video is shown as players guess from its size, and an upscale moves it to
             // another guess: SD (BT.601) became HD (BT.709), other colours for the same samples.
             // The output is tagged with what the input was shown as.

@@ -621,6 +621,13 @@ final class TranscoderTests: XCTestCase {
             XCTAssertEqual(video.pixelFormat, settings.codec == .prores ? "yuv422p10le" : "yuv420p10le")
             XCTAssertNil(try HDRMetadata.firstFrame(of: job.output), "HLG carries no mastering metadata")
         }
+        // BT.2020 primaries with no matrix: BT.2020's matrix, as players take it (it was tagged
+        // BT.601, the guess for its size).
+        let untagged = try workspace(copying: ["street-pq-nomatrix.mp4"]).appendingPathComponent("street-pq-nomatrix.mp4").path
+        XCTAssertEqual(try MediaProbe.info(untagged).video?.colorSpace, "unknown")
+        let (pqJob, _) = try run(untagged, UpscaleOptions(output: dir.appendingPathComponent("nomatrix.mp4").path, encoder: EncoderSettings(preset: "ultrafast")))
+        XCTAssertEqual(try MediaProbe.info(pqJob.output).video?.colorSpace, "bt2020nc")
+        XCTAssertEqual(try MediaProbe.info(pqJob.output).video?.colorTransfer, "smpte2084")
         // HLG sent as broadcast sends it: SDR BT.2020 in the headers, HLG in an alternative
         // transfer SEI (on the decoded pictures). Tagged HLG, as the ffmpeg command does; it was
         // tagged SDR BT.2020. (In chunks: the CLI test of the same name.)
