@@ -37,9 +37,11 @@ extension Transcoder {
     /// transfer characteristics SEI, which FFmpeg's decoder puts on each picture. The output
     /// was tagged SDR BT.2020 (the ffmpeg command tags it HLG). Read from the first picture
     /// where the file can be opened twice; nil where nothing changes.
-    static func pictureTransfer(_ path: String, color: ColorDescription) -> AVColorTransferCharacteristic? {
+    static func pictureTransfer(_ path: String, color: ColorDescription, codec: AVCodecID) -> AVColorTransferCharacteristic? {
         let hdr = [AVCOL_TRC_ARIB_STD_B67, AVCOL_TRC_SMPTE2084]
-        guard color.primaries == AVCOL_PRI_BT2020, !hdr.contains(color.transfer), HeadStart.readableTwice(path),
+        // (Only HEVC and H.264 carry the SEI: other sources skip the extra decode.)
+        guard color.primaries == AVCOL_PRI_BT2020, !hdr.contains(color.transfer), [AV_CODEC_ID_HEVC, AV_CODEC_ID_H264].contains(codec),
+              HeadStart.readableTwice(path),
               let shown = try? InputFile.firstPicture(of: path, { frame, _ in frame?.pointee.color_trc }), hdr.contains(shown) else { return nil }
         return shown
     }
@@ -217,7 +219,9 @@ public final class Transcoder {
         // HDR10 metadata only exists with the PQ transfer; other sources skip the extra open and
         // decode. A pipe or device cannot be opened twice: its container's metadata alone (the
         // frames' own is in the first picture, which the encoder is opened before).
-        if let shown = Self.pictureTransfer(job.input, color: decoder.color) { decoder.color.transfer = shown }
+        if let shown = Self.pictureTransfer(job.input, color: decoder.color, codec: videoStream.pointee.codecpar.pointee.codec_id) {
+            decoder.color.transfer = shown
+        }
         let pq = decoder.color.transfer == AVCOL_TRC_SMPTE2084
         let hdr = pq && (job.encoder.codec == .hevc || chunk == nil) ? try Self.hdrMetadata(job.input, stream: videoStream) : nil
         // What the output loses, said once per job: here for a job in one piece, by `ChunkedJob`

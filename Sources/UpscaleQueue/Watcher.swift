@@ -51,6 +51,13 @@ public final class Watcher: @unchecked Sendable {
     private let lock = NSLock()
     private var running: [Int64: RunningJob] = [:]
     private var ignoredOnce: Set<String> = []
+    /// Whether a file whose name says no format is a picture, by its first bytes, for the size
+    /// and time it had then: read once, not at every scan (2000 sidecar files were opened
+    /// 2000 times a second).
+    private var sniffed: [String: (size: Int64, modified: Double, picture: Bool)] = [:]
+    /// The notes said of each job (by id): a job run again (after a full disk) said them again.
+    private var notesSaid: Set<String> = []
+    private let notesLock = NSLock()
     /// Files the store would not queue again as they are (a cancelled job's, or one whose
     /// original could not be moved out), by their size and modification time: left alone
     /// until they change. Settled again at every scan, two of them whose settling had started
@@ -172,6 +179,25 @@ public final class Watcher: @unchecked Sendable {
     // MARK: scanning
 
     /// Relative paths of candidate files with their size and modification time.
+    /// A picture whose name says no format, known by its first bytes (cached while the file
+    /// keeps its size and time). Camera raw files (TIFF inside, refused by a job) and camera
+    /// sidecars (.THM: a JPEG thumbnail beside its clip) stay where they are, as before.
+    private func isPictureByContent(_ rel: String, path: String, ext: String, info: stat) -> Bool {
+        guard !StillImage.rawExtensions.contains(ext), !Self.sidecarExtensions.contains(ext) else { return false }
+        let size = Int64(info.st_size), modified = info.modificationTime
+        if let known = sniffed[rel], known.size == size, known.modified == modified { return known.picture }
+        let picture = StillImage.contentExtension(path) != nil
+        sniffed[rel] = (size, modified, picture)
+        return picture
+    }
+
+    static let sidecarExtensions: Set<String> = ["thm", "xmp", "lrv", "lrf", "srt", "txt", "json", "xml"]
+
+    /// Whether `text` is a note not yet said of job `id`.
+    func firstTime(note text: String, job id: Int64) -> Bool {
+        notesLock.withLock { notesSaid.insert("\(id)\u{0}\(text)").inserted }
+    }
+
     private func candidates() -> [String: (size: Int64, modified: Double)] {
         var found: [String: (Int64, Double)] = [:]
         let root = config.folder.root
@@ -214,7 +240,7 @@ public final class Watcher: @unchecked Sendable {
                 // A picture whose name says no format, such as "IMG_1.JPG_original" or one with no
                 // extension, by its first bytes too, as the plain command takes it: it was ignored.)
                 guard Self.videoExtensions.contains(ext) || StillImage.extensions.contains(ext) || ext == "hdr" && StillImage.isStill(dir + "/" + name)
-                        || StillImage.contentExtension(dir + "/" + name) != nil else {
+                        || isPictureByContent(rel, path: dir + "/" + name, ext: ext, info: info) else {
                     sayOnce(about: rel, "ignoring '\(rel)': not a video or image file")
                     continue
                 }
@@ -485,7 +511,8 @@ final class RunningJob: @unchecked Sendable {
         if case .note(let text) = report {
             // On the watcher's console too: it was only in the job's log file, and a damaged
             // picture filled in or an animation cut to its first frame was reported "done".
-            watcher.log("note on '\(claim.job.source)': \(text)")
+            // Once a job (a run again after a full disk said it again).
+            if watcher.firstTime(note: text, job: claim.job.id) { watcher.log("note on '\(claim.job.source)': \(text)") }
             return
         }
         lock.withLock {

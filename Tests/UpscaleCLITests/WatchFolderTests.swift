@@ -124,6 +124,10 @@ final class WatchFolderTests: XCTestCase {
         // A photo whose name says no format (exiftool's backup) is one by its bytes, as for the
         // plain command: it was ignored as "not a video or image file".
         try drop(CLITests.fixtures.appendingPathComponent("fruits.jpg"), as: "IMG_1.JPG_original")
+        // Not so a camera raw file (TIFF inside: a job refuses it, and it went to Failed/) or a
+        // camera's sidecar thumbnail (a JPEG that belongs beside its clip).
+        try Data([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 200)).write(to: inbox.appendingPathComponent("DSC_0001.NEF"))
+        try drop(CLITests.fixtures.appendingPathComponent("fruits.jpg"), as: "MVI_0001.THM")
         let damaged = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("damage/mpeg4-mp3.avi"))
         try Data(Damage.zeroRun.apply(to: [UInt8](damaged), seed: 3)).write(to: inbox.appendingPathComponent("broken.avi"))
         for junk in ["notes.txt", ".DS_Store", "Thumbs.db", "movie.mp4.part", "big.crdownload"] {
@@ -142,7 +146,7 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(error.contains("has undecodable video at frame 7"), error)
         XCTAssertTrue(error.contains("status: exit 1"), error)
         XCTAssertEqual(files("").filter { !$0.hasPrefix(".") || $0 == ".DS_Store" }.sorted(),
-                       [".DS_Store", "Failed", "Originals", "Thumbs.db", "Upscaled", "big.crdownload", "movie.mp4.part", "notes.txt"])
+                       [".DS_Store", "DSC_0001.NEF", "Failed", "MVI_0001.THM", "Originals", "Thumbs.db", "Upscaled", "big.crdownload", "movie.mp4.part", "notes.txt"])
         let jobs = try listing().jobs
         XCTAssertEqual(jobs.map(\.state).sorted(), ["done", "done", "done", "failed"])
         XCTAssertEqual(jobs.first { $0.state == "done" }?.settings, Self.encode)

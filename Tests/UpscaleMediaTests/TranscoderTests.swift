@@ -338,9 +338,6 @@ final class TranscoderTests: XCTestCase {
         XCTAssertNil([UInt8]([0, 0, 0, 9, 0x26, 1]).withUnsafeBufferPointer { CaptionSEI.firstSlice(in: $0) }, "length-prefixed")
     }
 
-    /// Half a mastering display (primaries without luminance, or luminance alone) is left out
-    /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
-    /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
     /// `mp4` with a Dolby Vision configuration record (dvvC, or dvcC up to profile 7) in its
     /// HEVC sample entry: the boxes on the way there grow by it (the index lies after the
     /// pictures, so no offset moves).
@@ -396,6 +393,9 @@ final class TranscoderTests: XCTestCase {
         }
     }
 
+    /// Half a mastering display (primaries without luminance, or luminance alone) is left out
+    /// of x265's parameters: the missing half was written as zeros (a white point of (0,0), a
+    /// peak of 0 nits), which a display may tone-map against. A light level alone stays.
     func testHalfAMasteringDisplayIsLeftOut() throws {
         var m = AVMasteringDisplayMetadata()
         m.max_luminance = AVRational(num: 1000, den: 1)
