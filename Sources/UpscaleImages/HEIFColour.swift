@@ -2,14 +2,13 @@ import CVips
 import Foundation
 
 /// The colour description a HEIF or AVIF file gives in an `nclx` colour box (code points of
-/// ITU-T H.273: primaries, transfer, matrix) rather than an ICC profile, as Android, browsers'
-/// AVIF and HDR cameras write it. libvips 8.14 reads only the pixels ("ignoring nclx profile"):
+/// ITU-T H.273; primaries and transfer are read, the matrix concerns only the decoder) rather
+/// than an ICC profile, as Android, browsers' AVIF and HDR cameras write it. libvips 8.14 reads only the pixels ("ignoring nclx profile"):
 /// a Display P3 picture was written untagged, shown as sRGB (its greens and reds duller), and an
 /// HDR one (PQ, HLG) as if it were SDR.
 struct HEIFColour: Equatable {
     let primaries: Int
     let transfer: Int
-    let matrix: Int
 
     /// What the output does with it.
     enum Reading: Equatable {
@@ -106,16 +105,15 @@ struct HEIFColour: Equatable {
         for property in candidates where property.type == "colr" && property.content.count >= 4 + 7 {
             let at = property.content.lowerBound
             guard String(decoding: bytes[at..<(at + 4)], as: UTF8.self) == "nclx",
-                  let primaries = number(bytes, at + 4, 2), let transfer = number(bytes, at + 6, 2), let matrix = number(bytes, at + 8, 2) else { continue }
-            return HEIFColour(primaries: primaries, transfer: transfer, matrix: matrix)
+                  let primaries = number(bytes, at + 4, 2), let transfer = number(bytes, at + 6, 2) else { continue }
+            return HEIFColour(primaries: primaries, transfer: transfer)
         }
         return nil
     }
 
     /// The big-endian number of `count` bytes at `at`; nil past the end.
     private static func number(_ bytes: [UInt8], _ at: Int, _ count: Int) -> Int? {
-        guard at >= 0, at + count <= bytes.count else { return nil }
-        return bytes[at..<(at + count)].reduce(0) { $0 << 8 | Int($1) }
+        byteNumber(bytes, at: at, size: count, little: false)
     }
 }
 

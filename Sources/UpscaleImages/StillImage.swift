@@ -588,13 +588,13 @@ public final class StillImage {
         case (0x4D, 0x4D, 0x00, 0x2A): little = false
         default: return nil
         }
-        guard let directory = tiffNumber(bytes, at: 4, size: 4, little: little),
+        guard let directory = byteNumber(bytes, at: 4, size: 4, little: little),
               (try? handle.seek(toOffset: UInt64(directory))) != nil, let countBytes = try? handle.read(upToCount: 2),
-              let count = tiffNumber([UInt8](countBytes), at: 0, size: 2, little: little),
+              let count = byteNumber([UInt8](countBytes), at: 0, size: 2, little: little),
               count < 4096, let entries = try? handle.read(upToCount: 12 * count), entries.count == 12 * count else { return nil }
         let table = [UInt8](entries)
-        for i in 0..<count where tiffNumber(table, at: 12 * i, size: 2, little: little) == 259 {
-            return tiffNumber(table, at: 12 * i + 8, size: 2, little: little)
+        for i in 0..<count where byteNumber(table, at: 12 * i, size: 2, little: little) == 259 {
+            return byteNumber(table, at: 12 * i + 8, size: 2, little: little)
         }
         return nil
     }
@@ -741,8 +741,8 @@ public final class StillImage {
         case (0x4D, 0x4D): little = false
         default: return exif
         }
-        guard let first = tiffNumber(bytes, at: start + 4, size: 4, little: little),
-              let entries = tiffNumber(bytes, at: start + first, size: 2, little: little) else { return exif }
+        guard let first = byteNumber(bytes, at: start + 4, size: 4, little: little),
+              let entries = byteNumber(bytes, at: start + first, size: 2, little: little) else { return exif }
         let link = start + first + 2 + 12 * entries
         guard link + 4 <= bytes.count else { return exif }
         bytes.replaceSubrange(link..<link + 4, with: [0, 0, 0, 0])
@@ -856,9 +856,9 @@ public final class StillImage {
     }
 }
 
-/// The unsigned number of `size` bytes at `offset` in `bytes`, in a TIFF structure's byte order
-/// (a TIFF file's, an EXIF block's), or nil past the end.
-private func tiffNumber(_ bytes: [UInt8], at offset: Int, size: Int, little: Bool) -> Int? {
+/// The unsigned number of `size` bytes at `offset` in `bytes`, little- or big-endian (a TIFF
+/// structure's byte order, an ISO box's big-endian sizes), or nil past the end.
+func byteNumber(_ bytes: [UInt8], at offset: Int, size: Int, little: Bool) -> Int? {
     guard offset >= 0, offset + size <= bytes.count else { return nil }
     return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + (little ? size - 1 - $1 : $1)]) }
 }

@@ -183,18 +183,24 @@ public enum MediaProbe {
             // On failure the file is simply read from the start.
             _ = input.seek(stream: index, to: start + Int64(target / timeBase), flags: AVSEEK_FLAG_BACKWARD)
         }
+        var count = 0
+        try decodeRest(input, stream: index, decoder: decoder) { _ in count += 1 }
+        return count
+    }
+
+    /// Decodes stream `index` of `input` from where it is read to its end, flushing the decoder;
+    /// `picture` gets each picture's time.
+    private static func decodeRest(_ input: InputFile, stream index: Int, decoder: VideoDecoder, picture: (Int64) -> Void) throws {
         var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
         defer { av_packet_free(&packet) }
-        var count = 0
         let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
         while try input.read(into: packet!) {
             defer { av_packet_unref(packet) }
             if Int(packet!.pointee.stream_index) == index {
-                try decoder.decode(packet, makeFrame: make) { _, _ in count += 1 }
+                try decoder.decode(packet, makeFrame: make) { picture($1) }
             }
         }
-        try decoder.decode(nil, makeFrame: make) { _, _ in count += 1 }
-        return count
+        try decoder.decode(nil, makeFrame: make) { picture($1) }
     }
 
     /// The closed captions carried inside the main video's pictures (A/53 cc_data), by picture
@@ -207,16 +213,7 @@ public enum MediaProbe {
         let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
         decoder.keepsCaptions = true
         var times: [Int64] = []
-        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
-        defer { av_packet_free(&packet) }
-        let make = { Frame(width: decoder.width, height: decoder.height, layout: .yuv420) }
-        while try input.read(into: packet!) {
-            defer { av_packet_unref(packet) }
-            if Int(packet!.pointee.stream_index) == index {
-                try decoder.decode(packet, makeFrame: make) { times.append($1) }
-            }
-        }
-        try decoder.decode(nil, makeFrame: make) { times.append($1) }
+        try decodeRest(input, stream: index, decoder: decoder) { times.append($0) }
         let base = stream.pointee.time_base.double
         return Dictionary(times.compactMap { t in decoder.captions(at: t).map { (Int((Double(t) * base * 1000).rounded()), $0) } },
                           uniquingKeysWith: +)

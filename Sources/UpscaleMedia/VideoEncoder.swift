@@ -309,13 +309,15 @@ final class VideoEncoder {
             input!.pointee.chroma_location = context.pointee.chroma_sample_location
             // A reused frame (`converted`) keeps side data from the picture before.
             av_frame_remove_side_data(input, AV_FRAME_DATA_A53_CC)
-            if let captions, !captions.isEmpty, settings.codec == .hevc {
-                if placed == noPTS { lostCaptions = true } else { captionsByTime[placed, default: []] += captions }
-            } else if let captions, !captions.isEmpty {
-                guard let data = av_frame_new_side_data(input, AV_FRAME_DATA_A53_CC, captions.count) else {
-                    throw UpscaleError(.processing, "out of memory")
+            if let captions, !captions.isEmpty {
+                if settings.codec == .hevc {
+                    if placed == noPTS { lostCaptions = true } else { captionsByTime[placed, default: []] += captions }
+                } else {
+                    guard let data = av_frame_new_side_data(input, AV_FRAME_DATA_A53_CC, captions.count) else {
+                        throw UpscaleError(.processing, "out of memory")
+                    }
+                    captions.withUnsafeBufferPointer { data.pointee.data.update(from: $0.baseAddress!, count: captions.count) }
                 }
-                captions.withUnsafeBufferPointer { data.pointee.data.update(from: $0.baseAddress!, count: captions.count) }
             }
         }
         let sent = avcodec_send_frame(context, input)

@@ -178,7 +178,6 @@ public final class Watcher: @unchecked Sendable {
 
     // MARK: scanning
 
-    /// Relative paths of candidate files with their size and modification time.
     /// A picture whose name says no format, known by its first bytes (cached while the file
     /// keeps its size and time). Camera raw files (TIFF inside, refused by a job) and camera
     /// sidecars (.THM: a JPEG thumbnail beside its clip) stay where they are, as before.
@@ -198,6 +197,7 @@ public final class Watcher: @unchecked Sendable {
         notesLock.withLock { notesSaid.insert("\(id)\u{0}\(text)").inserted }
     }
 
+    /// Relative paths of candidate files with their size and modification time.
     private func candidates() -> [String: (size: Int64, modified: Double)] {
         var found: [String: (Int64, Double)] = [:]
         let root = config.folder.root
