@@ -48,6 +48,9 @@ public struct EdgeRefiner: Sendable {
     /// 2x: per class, where its weights start in `packedPairs` (0 for inactive classes, whose
     /// samples are never filtered).
     let pairOffsets: [Int32]
+    /// 2x: whether `packedPairs` holds the folded layout (`packFolded`: every active class's
+    /// filters are their half-turn partners' turned) rather than `packPairs`'.
+    public let folded: Bool
     let fadeScale: Float
 
     public var phases: Int { ratio * ratio }
@@ -65,7 +68,12 @@ public struct EdgeRefiner: Sendable {
         precondition(active.count == EdgeRefiner.classCount, "one activity flag per class")
         self.active = active
         packed = ratio == 2 ? [] : EdgeRefiner.pack(weights, ratio: ratio)
-        (packedPairs, pairOffsets) = ratio == 2 ? EdgeRefiner.packPairs(weights, active: active) : ([], [])
+        if ratio == 2, let halves = EdgeRefiner.packFolded(weights, active: active) {
+            (packedPairs, pairOffsets, folded) = (halves.weights, halves.offsets, true)
+        } else {
+            (packedPairs, pairOffsets) = ratio == 2 ? EdgeRefiner.packPairs(weights, active: active) : ([], [])
+            folded = false
+        }
         fadeScale = 1 / fade
     }
 
@@ -137,6 +145,49 @@ public struct EdgeRefiner: Sendable {
         }
         // With no class active nothing is filtered, but the table still needs an address.
         if out.isEmpty { out = [Int16](repeating: 0, count: pairWords) }
+        return (out, offsets)
+    }
+
+    /// 2x filters whose phases come in half-turn pairs (phase 3 - p is phase p turned by 180°,
+    /// in Q14, for every active class: how `upscale-bench train --half-turn` fits them) need
+    /// half the products. With s a tap's sample and s̄ its half-turned tap's, a = s + s̄ and
+    /// d = s - s̄, phase p's filter u and its partner's v: twice phase p is Σ (u+v)·a + (u-v)·d
+    /// and twice its partner Σ (u+v)·a - (u-v)·d, over taps 0 ... 23 (rows 0-2, row 3's first
+    /// three) and the centre tap (a = 2s, weight u, d = 0). Per active class four groups of 32
+    /// words, one per row pair (0 and 6, 1 and 5, 2 and 4, 3 and itself): 32-bit lane 4·q + k
+    /// holds folded taps 2k and 2k+1 of P = u+v of phases 0 and 1 (q = 0, 1) and of Q = u-v of
+    /// the same (q = 2, 3), against `upscale_folded_words`' a, a, d, d. 4 products per sample
+    /// instead of 7, the sums still exact. Nil where the weights are not so paired or a folded
+    /// weight or sum would not fit (12-bit samples, doubled by the fold, times the weights
+    /// must sum inside 32 bits).
+    static func packFolded(_ weights: [Float], active: [Bool]) -> (weights: [Int16], offsets: [Int32])? {
+        let n = taps
+        var out = [Int16](), offsets = [Int32](repeating: 0, count: classCount)
+        for c in 0..<classCount where active[c] {
+            for p in 0..<4 {
+                for t in 0..<n where q14(weights[(c * 4 + p) * n + t]) != q14(weights[(c * 4 + 3 - p) * n + n - 1 - t]) { return nil }
+            }
+            offsets[c] = Int32(out.count)
+            var filter = [Int16](repeating: 0, count: 4 * 32)
+            for p in 0..<2 {
+                var total = 0
+                for g in 0..<4 {
+                    for dx in 0..<(g < 3 ? window : 4) {
+                        let t = g * window + dx, u = Int(q14(weights[(c * 4 + p) * n + t]))
+                        // The centre tap is its own partner: weight u against a = 2s.
+                        let v = t == n / 2 ? 0 : Int(q14(weights[(c * 4 + 3 - p) * n + t]))
+                        let sum = u + v, difference = u - v
+                        guard abs(sum) <= Int(Int16.max), abs(difference) <= Int(Int16.max) else { return nil }
+                        total += abs(sum) + abs(difference)
+                        filter[g * 32 + 8 * p + dx] = Int16(sum)
+                        filter[g * 32 + 8 * (2 + p) + dx] = Int16(difference)
+                    }
+                }
+                guard total < 1 << 18 else { return nil }
+            }
+            out += filter
+        }
+        if out.isEmpty { out = [Int16](repeating: 0, count: 4 * 32) }
         return (out, offsets)
     }
 
@@ -283,28 +334,36 @@ public struct EdgeRefiner: Sendable {
             // Two passes: the filters' sums for every sample of the row, then the blends. One
             // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
             // and the processor could overlap little of the next sample with it.
-            let sums = scratch.sums.unsafelyUnwrapped, blendAlpha = scratch.blendAlpha.unsafelyUnwrapped
+            let sums = scratch.sums.unsafelyUnwrapped, below = scratch.sumsBelow.unsafelyUnwrapped, blendAlpha = scratch.blendAlpha.unsafelyUnwrapped
             let pairs = filters.assumingMemoryBound(to: Int16.self), offsets = offsets.unsafelyUnwrapped
             // The seven rows' addresses once per row (the ring's index arithmetic per product
             // and sample cost more integer work than the products' own).
             let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
                         scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
-            var x = m
-            while x < end {
-                // The edge samples of 16 as bits, one step per set bit (no list: it cost a
-                // store and a load per sample).
-                let edge = UnsafeRawPointer(scratch.edge + x).loadUnaligned(as: SIMD16<Int32>.self), negative = edge &>> 31
-                // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
-                UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(scratch.alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
-                                                                as: SIMD16<Int32>.self)
-                var bits = UInt32(~upscale_sign_bits16(edge))
-                if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
-                while bits != 0 {
-                    let at = x + bits.trailingZeroBitCount
-                    filterPairs(pairs + Int(offsets[Int(classes[at])]), rows: rows, x: at, scale: sumScale, into: sums + 4 * at)
-                    bits &= bits &- 1
+            // One loop per layout (a test of `folded` per sample cost about 7% of the loop).
+            @inline(__always) func eachEdge(_ filter: (_ weights: UnsafePointer<Int16>, _ x: Int) -> Void) {
+                var x = m
+                while x < end {
+                    // The edge samples of 16 as bits, one step per set bit (no list: it cost a
+                    // store and a load per sample).
+                    let edge = UnsafeRawPointer(scratch.edge + x).loadUnaligned(as: SIMD16<Int32>.self), negative = edge &>> 31
+                    // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
+                    UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(scratch.alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
+                                                                    as: SIMD16<Int32>.self)
+                    var bits = UInt32(~upscale_sign_bits16(edge))
+                    if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
+                    while bits != 0 {
+                        let at = x + bits.trailingZeroBitCount
+                        filter(pairs + Int(offsets[Int(classes[at])]), at)
+                        bits &= bits &- 1
+                    }
+                    x += 16
                 }
-                x += 16
+            }
+            if folded {
+                eachEdge { filterFolded($0, rows: rows, x: $1, scale: sumScale, into: (sums + 2 * $1, below + 2 * $1)) }
+            } else {
+                eachEdge { filterPairs($0, rows: rows, x: $1, scale: sumScale, into: (sums + 2 * $1, below + 2 * $1)) }
             }
             plane.blendRow2x(2 * y, from: m, to: end, scratch: scratch)
             return
@@ -359,10 +418,10 @@ public struct EdgeRefiner: Sendable {
     /// multiply-adds into 16 lanes of 32 bits (AVX-512 VNNI's one instruction where the core
     /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
     /// exact integers. Two chains (even and odd rows); each phase's four lanes summed, scaled to
-    /// 8-bit units and stored as the sample's four values (2x2 block in row-major order) at
-    /// `sums`.
+    /// 8-bit units and stored as the sample's four values (2x2 block in row-major order), the
+    /// upper two at `into.upper`, the lower two at `into.lower`.
     @inline(__always)
-    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: UnsafeMutablePointer<Float>) {
+    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
         let w = UnsafeRawPointer(f)
         @inline(__always) func product(_ row: UnsafeMutablePointer<Int16>, _ k: Int) -> (SIMD16<Int32>, SIMD16<Int32>) {
             (repeated(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
@@ -374,14 +433,30 @@ public struct EdgeRefiner: Sendable {
         p = product(rows.4, 4); a = upscale_dot_pairs(a, p.0, p.1)
         p = product(rows.5, 5); b = upscale_dot_pairs(b, p.0, p.1)
         p = product(rows.6, 6); a = upscale_dot_pairs(a, p.0, p.1)
-        // Lanes 4·phase ... 4·phase + 3 summed: neighbours, then neighbouring pairs (shuffles
-        // within 128 bits), then lanes 0, 4, 8 and 12.
-        let all = a &+ b
-        let one = all &+ SIMD16<Int32>(all[1], all[0], all[3], all[2], all[5], all[4], all[7], all[6],
-                                       all[9], all[8], all[11], all[10], all[13], all[12], all[15], all[14])
-        let two = one &+ SIMD16<Int32>(one[2], one[3], one[0], one[1], one[6], one[7], one[4], one[5],
-                                       one[10], one[11], one[8], one[9], one[14], one[15], one[12], one[13])
-        UnsafeMutableRawPointer(sums).storeBytes(of: upscale_float_from_int4(SIMD4<Int32>(two[0], two[4], two[8], two[12])) * scale, as: SIMD4<Float>.self)
+        store(upscale_float_from_int4(upscale_phase_sums(a, b)) * scale, sums)
+    }
+
+    /// 2x with `packFolded`'s weights: `filterPairs`' result from four products, one per row
+    /// pair (rows 0 and 6, 1 and 5, 2 and 4, 3 and itself), each against the pair's folded sums
+    /// and differences (`upscale_folded_words`); the four phases' doubled sums from the A and
+    /// D sums (`upscale_unfolded`), halved in the scale (exact: a power of two).
+    @inline(__always)
+    func filterFolded(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
+        let w = UnsafeRawPointer(f)
+        @inline(__always) func weights(_ g: Int) -> SIMD16<Int32> { w.loadUnaligned(fromByteOffset: g * 64, as: SIMD16<Int32>.self) }
+        let a = upscale_dot_pairs(upscale_dot_pairs(SIMD16<Int32>(), upscale_folded_words(rows.0 + x - 3, rows.6 + x - 4), weights(0)),
+                                  upscale_folded_words(rows.2 + x - 3, rows.4 + x - 4), weights(2))
+        let b = upscale_dot_pairs(upscale_dot_pairs(SIMD16<Int32>(), upscale_folded_words(rows.1 + x - 3, rows.5 + x - 4), weights(1)),
+                                  upscale_folded_words(rows.3 + x - 3, rows.3 + x - 4), weights(3))
+        store(upscale_float_from_int4(upscale_unfolded(upscale_phase_sums(a, b))) * (scale * 0.5), sums)
+    }
+
+    /// A sample's four values (2x2 block in row-major order): the upper two at `into.upper`,
+    /// the lower two at `into.lower`.
+    @inline(__always)
+    func store(_ values: SIMD4<Float>, _ into: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
+        UnsafeMutableRawPointer(into.upper).storeBytes(of: values.lowHalf, as: SIMD2<Float>.self)
+        UnsafeMutableRawPointer(into.lower).storeBytes(of: values.highHalf, as: SIMD2<Float>.self)
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
@@ -415,9 +490,9 @@ public struct EdgeRefiner: Sendable {
         }
     }
     /// Per-worker rows for the refinement: the last 8 input rows as Float (and for 2x as 16-bit
-    /// samples), the last 8 rows of gradient products, and for the current row the column sums
-    /// of the tensor and, per sample, its eigenvalues (trace, spread), the edge test, the class,
-    /// the 3x3 range, the fade weight, and either the list of edge samples (3x, 4x) or the
+    /// samples), the last 8 rows of gradient products, the last 4 rows' 3-wide minimum and
+    /// maximum, and for the current row the column sums of the tensor and, per sample, the edge
+    /// test, the class, the 3x3 range, the fade weight, and either the list of edge samples (3x, 4x) or the
     /// filters' values and the blend weights (2x). Rows carry 16 floats of padding on both sides
     /// so vector loops can run past the ends (the sample rows' padding stays 0).
     public final class Scratch: @unchecked Sendable {
@@ -428,9 +503,10 @@ public struct EdgeRefiner: Sendable {
         let products: UnsafeMutablePointer<Float>
         /// Column sums of the five product rows around the current row: sxx, syy, sxy.
         let columns: UnsafeMutablePointer<Float>
-        /// The tensor's eigenvalues are trace ± √spread.
-        let trace: UnsafeMutablePointer<Float>
-        let spread: UnsafeMutablePointer<Float>
+        /// Rows `y & 3` hold the minimum and maximum of each sample of input row y and its left
+        /// and right neighbours (as the bit patterns of the non-negative Float samples).
+        let rowLow: UnsafeMutablePointer<Float>
+        let rowHigh: UnsafeMutablePointer<Float>
         /// ≥ 0 where the strength reaches the refinement threshold.
         let edge: UnsafeMutablePointer<Float>
         let low: UnsafeMutablePointer<Float>
@@ -440,9 +516,12 @@ public struct EdgeRefiner: Sendable {
         let classes: UnsafeMutablePointer<Int32>
         /// 3x and 4x: positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
-        /// For 2x: 4 floats per sample of the row (at 4·x), where `filterPairs` leaves each edge
-        /// sample's four values; other samples hold earlier values (always finite).
+        /// For 2x: 2 floats per sample of the row (at 2·x), where `filterPairs` leaves each edge
+        /// sample's upper two values, and its lower two in `sumsBelow`: the blend reads each
+        /// output row's values in order, no shuffle (across the halves of a 256-bit register,
+        /// `vperm2f128`, 8 micro-ops on a Zen 1 core). Other samples hold earlier values (always finite).
         let sums: UnsafeMutablePointer<Float>?
+        let sumsBelow: UnsafeMutablePointer<Float>?
         /// For 2x: `alpha` where the sample passed the edge test (and so was filtered), else 0.
         let blendAlpha: UnsafeMutablePointer<Float>?
         /// For 2x: the last 8 input rows as 16-bit samples (deep ones shifted right by
@@ -458,24 +537,25 @@ public struct EdgeRefiner: Sendable {
         public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 8 + (ratio == 2 ? 5 + 1 + 4 : 0)
+            let rows = 8 + 24 + 3 + 8 + 6 + (ratio == 2 ? 5 + 1 + 4 : 0)
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
             samples = base
             products = base + 8 * stride
             columns = base + 32 * stride
-            trace = base + 35 * stride
-            spread = base + 36 * stride
-            edge = base + 37 * stride
-            low = base + 38 * stride
-            high = base + 39 * stride
-            alpha = base + 40 * stride
-            classes = UnsafeMutableRawPointer(base + 41 * stride).assumingMemoryBound(to: Int32.self)
-            list = UnsafeMutableRawPointer(base + 42 * stride).assumingMemoryBound(to: Int32.self)
-            sums = ratio == 2 ? base + 43 * stride : nil
-            blendAlpha = ratio == 2 ? base + 48 * stride : nil
-            words = ratio == 2 ? UnsafeMutableRawPointer(base + 49 * stride).assumingMemoryBound(to: Int16.self) : nil
+            rowLow = base + 35 * stride
+            rowHigh = base + 39 * stride
+            edge = base + 43 * stride
+            low = base + 44 * stride
+            high = base + 45 * stride
+            alpha = base + 46 * stride
+            classes = UnsafeMutableRawPointer(base + 47 * stride).assumingMemoryBound(to: Int32.self)
+            list = UnsafeMutableRawPointer(base + 48 * stride).assumingMemoryBound(to: Int32.self)
+            sums = ratio == 2 ? base + 49 * stride : nil
+            sumsBelow = ratio == 2 ? base + 51 * stride + 16 : nil
+            blendAlpha = ratio == 2 ? base + 54 * stride : nil
+            words = ratio == 2 ? UnsafeMutableRawPointer(base + 55 * stride).assumingMemoryBound(to: Int16.self) : nil
         }
 
         deinit { memory.deallocate() }
@@ -499,12 +579,15 @@ public struct EdgeRefiner: Sendable {
             }
             for k in (y - 3)...(y + 2) { convert(source, row: k) }
             for k in (y - 2)...(y + 1) { computeProducts(row: k) }
+            rowRange(row: y - 1)
+            rowRange(row: y)
         }
 
         /// Moves to input row `y` (after `start` at some earlier row, one row at a time) and classifies it.
         func advance(_ source: Samples, row y: Int, classifier: Classifier) {
             current = y
             convert(source, row: y + 3)
+            rowRange(row: y + 1)
             if exactSums && columnsRow == y - 1 {
                 slideColumns(row: y)
             } else {
@@ -587,6 +670,21 @@ public struct EdgeRefiner: Sendable {
             while x < width { dst[x] = Float(src[x]); x += 1 }
         }
 
+        /// The 3-wide minimum and maximum of sample row y into `rowLow` and `rowHigh`: each row's
+        /// are made once and serve the 3x3 ranges of the three rows around it. Samples are
+        /// non-negative floats, whose bit patterns order as integers do: integer min/max. At
+        /// x = -1 and x = width they take the rows' zero padding (never read: the margin is 3).
+        private func rowRange(row y: Int) {
+            let row = samples + (y & 7) * stride, lows = rowLow + (y & 3) * stride, highs = rowHigh + (y & 3) * stride
+            var x = 0
+            while x < width {
+                let left = bits(row + x - 1), here = bits(row + x), right = bits(row + x + 1)
+                storeBits(minimum(minimum(left, here), right), lows + x)
+                storeBits(maximum(maximum(left, here), right), highs + x)
+                x += 16
+            }
+        }
+
         /// Central-difference gradient products of row y (reads rows y-1 ... y+1).
         private func computeProducts(row y: Int) {
             var gradients = Gradients(self, row: y)
@@ -603,8 +701,9 @@ public struct EdgeRefiner: Sendable {
 
         /// The central differences of one sample row (and its neighbours above and below), 16
         /// samples at a time from x = 0, the only place they are computed: every product the
-        /// column sums add or subtract comes from here, so the sliding sums stay exact. The row's
-        /// vectors before and at x are carried, so each step loads one aligned vector of it.
+        /// column sums add or subtract comes from here, so the sliding sums stay exact. Where the
+        /// processor shifts lanes in one instruction (`valignd`), the row's vectors before and at x
+        /// are carried, so each step loads one aligned vector of it; elsewhere two unaligned loads.
         struct Gradients {
             let above: UnsafeMutablePointer<Float>, row: UnsafeMutablePointer<Float>, below: UnsafeMutablePointer<Float>
             var before: SIMD16<Float>, here: SIMD16<Float>
@@ -619,12 +718,21 @@ public struct EdgeRefiner: Sendable {
 
             /// (gx, gy) at x ... x + 15; x steps by 16.
             @inline(__always) mutating func next(at x: Int) -> (SIMD16<Float>, SIMD16<Float>) {
-                let after = UnsafeRawPointer(row + x + 16).loadUnaligned(as: SIMD16<Float>.self)
-                let gx = (upscale_lanes_from1(here, after) - upscale_lanes_from15(before, here)) * 0.5
+                let gx: SIMD16<Float>
+                if upscale_lane_shifts_native != 0 {
+                    let after = UnsafeRawPointer(row + x + 16).loadUnaligned(as: SIMD16<Float>.self)
+                    gx = (upscale_lanes_from1(here, after) - upscale_lanes_from15(before, here)) * 0.5
+                    before = here
+                    here = after
+                } else {
+                    // Without a one-instruction lane shift, two unaligned loads: with AVX2 the
+                    // shifts took a `vperm2f128` across the register's halves each, 8 micro-ops
+                    // on a Zen 1 core (a quarter of `slideColumns`' time there).
+                    gx = (UnsafeRawPointer(row + x + 1).loadUnaligned(as: SIMD16<Float>.self)
+                          - UnsafeRawPointer(row + x - 1).loadUnaligned(as: SIMD16<Float>.self)) * 0.5
+                }
                 let gy = (UnsafeRawPointer(below + x).loadUnaligned(as: SIMD16<Float>.self)
                           - UnsafeRawPointer(above + x).loadUnaligned(as: SIMD16<Float>.self)) * 0.5
-                before = here
-                here = after
                 return (gx, gy)
             }
         }
@@ -690,8 +798,6 @@ public struct EdgeRefiner: Sendable {
                 // Eigenvalues t ± √q; every test below is squared, so none needs a square root.
                 let half = (a - b) * 0.5, t = (a + b) * 0.5
                 let q = half * half + c * c
-                storeVector(t, trace + x)
-                storeVector(q, spread + x)
                 let gap0 = positive(k.edgeLimit - t), gap1 = positive(k.strongLimit - t)
                 let e = q - gap0 * gap0
                 storeVector(e, edge + x)
@@ -719,17 +825,11 @@ public struct EdgeRefiner: Sendable {
                 // non-negative ones order as integers do.
                 let fade = unsafeBitCast((strength - k.fadeStart) * k.fadeScale, to: SIMD16<Int32>.self)
                 storeBits(minimum(maximum(fade, SIMD16<Int32>()), SIMD16<Int32>(repeating: 0x3F80_0000)), alpha + x)
-                // Range of each 3x3 neighbourhood. Samples are non-negative floats, whose bit
-                // patterns order as integers do: integer min/max.
-                let r0 = sampleRow(-1) + x, r1 = sampleRow(0) + x, r2 = sampleRow(1) + x
-                let lo0 = minimum(minimum(bits(r0 - 1), bits(r0)), bits(r0 + 1))
-                let lo1 = minimum(minimum(bits(r1 - 1), bits(r1)), bits(r1 + 1))
-                let lo2 = minimum(minimum(bits(r2 - 1), bits(r2)), bits(r2 + 1))
-                let hi0 = maximum(maximum(bits(r0 - 1), bits(r0)), bits(r0 + 1))
-                let hi1 = maximum(maximum(bits(r1 - 1), bits(r1)), bits(r1 + 1))
-                let hi2 = maximum(maximum(bits(r2 - 1), bits(r2)), bits(r2 + 1))
-                storeBits(minimum(minimum(lo0, lo1), lo2), low + x)
-                storeBits(maximum(maximum(hi0, hi1), hi2), high + x)
+                // Range of each 3x3 neighbourhood: the 3-wide ranges of the rows above, at and
+                // below (`rowRange`).
+                let above = ((y - 1) & 3) * stride + x, at = (y & 3) * stride + x, below = ((y + 1) & 3) * stride + x
+                storeBits(minimum(minimum(bits(rowLow + above), bits(rowLow + at)), bits(rowLow + below)), low + x)
+                storeBits(maximum(maximum(bits(rowHigh + above), bits(rowHigh + at)), bits(rowHigh + below)), high + x)
                 x += 16
             }
         }
@@ -752,9 +852,15 @@ public struct EdgeRefiner: Sendable {
             return r1 + r2 > 1e-6 ? (r1 - r2) / (r1 + r2) : 0
         }
 
-        /// Gradient strength at x of the current row: √(largest eigenvalue / 25).
-        @inline(__always) func strength(at x: Int) -> Float {
-            max((trace[x] + spread[x].squareRoot()) * 0.04, 0).squareRoot()
+        /// Gradient strength at x of the current row, √(largest eigenvalue / 25) of the mean
+        /// tensor, from the column sums in the vector pass's order and with its arithmetic, so
+        /// that `weight(strength:)` of it is the pass's fade weight to the bit.
+        func strength(at x: Int) -> Float {
+            func box(_ p: UnsafeMutablePointer<Float>) -> Float { ((p[x - 2] + p[x - 1]) + (p[x] + p[x + 1])) + p[x + 2] }
+            let a = box(columns), b = box(columns + stride), c = box(columns + 2 * stride)
+            let half = (a - b) * 0.5, t = (a + b) * 0.5
+            let q = half * half + c * c
+            return max((t + q.squareRoot()) * 0.04, 0).squareRoot()
         }
 
         /// The 5-wide sums at p's 16 positions from five unaligned loads, in `box(_:_:_:)`'s order:
@@ -829,9 +935,11 @@ extension RefinedPlane {
 
     /// One 2x2 block per refined sample (alpha above 0: at 0 the block keeps Lanczos anyway).
     func blendEach2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
-        let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
+        let sums = scratch.sums.unsafelyUnwrapped, below = scratch.sumsBelow.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
         for x in start..<end where alphas[x] != 0 {
-            blend2x(UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD4<Float>.self), lo: scratch.low[x], hi: scratch.high[x],
+            let upper = UnsafeRawPointer(sums + 2 * x).loadUnaligned(as: SIMD2<Float>.self)
+            let lower = UnsafeRawPointer(below + 2 * x).loadUnaligned(as: SIMD2<Float>.self)
+            blend2x(SIMD4(lowHalf: upper, highHalf: lower), lo: scratch.low[x], hi: scratch.high[x],
                     alpha: alphas[x], x: 2 * x, y: y)
         }
     }
@@ -859,18 +967,14 @@ extension Plane: RefinedPlane {
     /// detailed pictures most runs of eight have a refined sample; one block per sample cost
     /// about as much as its filter.
     func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch) {
-        let sums = scratch.sums.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
+        let sums = scratch.sums.unsafelyUnwrapped, below = scratch.sumsBelow.unsafelyUnwrapped, alphas = scratch.blendAlpha.unsafelyUnwrapped
         let top = row(y), bottom = row(y + 1)
         var x = start
         while x + 8 <= end {
             let a = UnsafeRawPointer(alphas + x).loadUnaligned(as: SIMD8<Float>.self)
             if any(a .!= 0) {
-                let s0 = UnsafeRawPointer(sums + 4 * x).loadUnaligned(as: SIMD16<Float>.self)
-                let s1 = UnsafeRawPointer(sums + 4 * x + 16).loadUnaligned(as: SIMD16<Float>.self)
-                let upper = SIMD16<Float>(s0[0], s0[1], s0[4], s0[5], s0[8], s0[9], s0[12], s0[13],
-                                          s1[0], s1[1], s1[4], s1[5], s1[8], s1[9], s1[12], s1[13])
-                let lower = SIMD16<Float>(s0[2], s0[3], s0[6], s0[7], s0[10], s0[11], s0[14], s0[15],
-                                          s1[2], s1[3], s1[6], s1[7], s1[10], s1[11], s1[14], s1[15])
+                let upper = UnsafeRawPointer(sums + 2 * x).loadUnaligned(as: SIMD16<Float>.self)
+                let lower = UnsafeRawPointer(below + 2 * x).loadUnaligned(as: SIMD16<Float>.self)
                 let lo = twice(UnsafeRawPointer(scratch.low + x).loadUnaligned(as: SIMD8<Float>.self))
                 let hi = twice(UnsafeRawPointer(scratch.high + x).loadUnaligned(as: SIMD8<Float>.self))
                 let alpha = twice(a)

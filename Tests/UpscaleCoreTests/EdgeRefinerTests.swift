@@ -132,7 +132,16 @@ final class EdgeRefinerTests: XCTestCase {
         // every phase to the 7x7 input neighbourhood, clamp to the 3x3 input range, blend over
         // Lanczos by the strength weight. Samples under the threshold or at the margin stay Lanczos.
         let photo = try TestImages.pgm("baboon-crop.pgm")
-        for refiner in [EdgeRefiner.x2, .x3, .x4] {
+        // The trained 2x filters come in half-turn pairs and are applied folded; the same with
+        // one tap of every phase-0 filter moved are not, and take the unfolded layout.
+        let x2 = EdgeRefiner.x2
+        var moved = x2.weights
+        for c in 0..<EdgeRefiner.classCount { moved[c * 4 * EdgeRefiner.taps + 10] += 0.01 }
+        let unpaired = EdgeRefiner(ratio: 2, strengthThresholds: x2.strengthThresholds, coherenceThresholds: x2.coherenceThresholds,
+                                   fade: x2.fade, weights: moved, active: x2.active)
+        XCTAssertTrue(x2.folded)
+        XCTAssertFalse(unpaired.folded)
+        for refiner in [x2, unpaired, .x3, .x4] {
             let r = refiner.ratio, phases = r * r, n = EdgeRefiner.taps
             let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
             let size = (photo.width * r, photo.height * r)
