@@ -91,7 +91,8 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_lookup16(upsc
 }
 
 /// `acc` plus, in each 32-bit lane, the products of the lane's two 16-bit halves in `a` and `b`
-/// (signed), added: 32 multiply-adds. The callers' sums stay far inside 32 bits.
+/// (signed), added: 32 multiply-adds. The callers' sums stay inside 32 bits (their packing
+/// checks the filters' weights against the largest samples).
 static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(upscale_int16 acc, upscale_int16 a, upscale_int16 b) {
 #if defined(__AVX512VNNI__)
     typedef int raw __attribute__((__vector_size__(64)));
@@ -107,7 +108,7 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(ups
 }
 
 /// The four sums of lanes 4·p ... 4·p + 3 of `a + b` (p = 0 ... 3): the 2x filters' phase sums
-/// (`EdgeRefiner.filterPairs`). With AVX2 the 16 lanes are two 256-bit halves, phases 0|1 and
+/// (`EdgeRefiner.filterPairs`; `filterFolded`'s A and D sums). With AVX2 the 16 lanes are two 256-bit halves, phases 0|1 and
 /// 2|3: the halves' words interleaved and added, the 64-bit halves of each 128-bit lane added,
 /// and the two lanes' first sums interleaved (seven instructions; summing neighbours across all
 /// 16 lanes and then gathering lanes 0, 4, 8 and 12 took about twelve, and their chain was a

@@ -43,7 +43,7 @@ public struct EdgeRefiner: Sendable {
     /// 3x and 4x: the weights laid out for the inner loop (see `pack`); empty for 2x.
     let packed: [Float]
     /// 2x: the active classes' weights in Q14 (`appliedWeight`), laid out for the inner loop
-    /// (see `packPairs`); empty for 3x and 4x.
+    /// (see `packFolded` where `folded`, else `packPairs`); empty for 3x and 4x.
     let packedPairs: [Int16]
     /// 2x: per class, where its weights start in `packedPairs` (0 for inactive classes, whose
     /// samples are never filtered).
@@ -55,8 +55,10 @@ public struct EdgeRefiner: Sendable {
 
     public var phases: Int { ratio * ratio }
 
+    /// With `folding` false, 2x filters in half-turn pairs keep the unfolded layout too (to
+    /// compare the two; the output is the same).
     public init(ratio: Int, strengthThresholds: (Float, Float), coherenceThresholds: (Float, Float), fade: Float,
-                weights: [Float], active: [Bool]? = nil) {
+                weights: [Float], active: [Bool]? = nil, folding: Bool = true) {
         precondition((2...4).contains(ratio), "refinement is for 2x, 3x and 4x")
         precondition(weights.count == EdgeRefiner.classCount * ratio * ratio * EdgeRefiner.taps, "filter data has the wrong size")
         self.ratio = ratio
@@ -68,7 +70,7 @@ public struct EdgeRefiner: Sendable {
         precondition(active.count == EdgeRefiner.classCount, "one activity flag per class")
         self.active = active
         packed = ratio == 2 ? [] : EdgeRefiner.pack(weights, ratio: ratio)
-        if ratio == 2, let halves = EdgeRefiner.packFolded(weights, active: active) {
+        if ratio == 2, folding, let halves = EdgeRefiner.packFolded(weights, active: active) {
             (packedPairs, pairOffsets, folded) = (halves.weights, halves.offsets, true)
         } else {
             (packedPairs, pairOffsets) = ratio == 2 ? EdgeRefiner.packPairs(weights, active: active) : ([], [])
@@ -516,7 +518,7 @@ public struct EdgeRefiner: Sendable {
         let classes: UnsafeMutablePointer<Int32>
         /// 3x and 4x: positions of the current row's edge samples (see `collectEdges`).
         let list: UnsafeMutablePointer<Int32>
-        /// For 2x: 2 floats per sample of the row (at 2·x), where `filterPairs` leaves each edge
+        /// For 2x: 2 floats per sample of the row (at 2·x), where `filterPairs` or `filterFolded` leaves each edge
         /// sample's upper two values, and its lower two in `sumsBelow`: the blend reads each
         /// output row's values in order, no shuffle (across the halves of a 256-bit register,
         /// `vperm2f128`, 8 micro-ops on a Zen 1 core). Other samples hold earlier values (always finite).
@@ -923,8 +925,8 @@ func orientationBin(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Int32> {
 protocol RefinedPlane {
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
     func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
-    /// 2x: blends the refined samples of input row `y / 2` (`scratch`'s `sums`, `low`, `high`
-    /// and `blendAlpha` over `from..<to`) into output rows y and y + 1.
+    /// 2x: blends the refined samples of input row `y / 2` (`scratch`'s `sums`, `sumsBelow`,
+    /// `low`, `high` and `blendAlpha` over `from..<to`) into output rows y and y + 1.
     func blendRow2x(_ y: Int, from start: Int, to end: Int, scratch: EdgeRefiner.Scratch)
 }
 

@@ -93,6 +93,33 @@ final class EdgeRefinerTests: XCTestCase {
         XCTAssertGreaterThan(changed, size.0 * size.1 / 50, "the refinement changed the 10-bit picture")
     }
 
+    func testFoldedSumsEqualTheUnfoldedOnesAt8And12Bits() throws {
+        // The trained 2x filters in half-turn pairs, applied folded and unfolded: the same
+        // integer sums, so the same output to the bit. At 12 bits the photo is spread over the
+        // whole range (samples up to 4095), where the folded sums (s + s̄ up to 8190) are largest.
+        let photo = try TestImages.pgm("baboon-crop.pgm")
+        let x2 = EdgeRefiner.x2
+        let unfolded = EdgeRefiner(ratio: 2, strengthThresholds: x2.strengthThresholds, coherenceThresholds: x2.coherenceThresholds,
+                                   fade: x2.fade, weights: x2.weights, active: x2.active, folding: false)
+        XCTAssertTrue(x2.folded)
+        XCTAssertFalse(unfolded.folded)
+        let size = (2 * photo.width, 2 * photo.height)
+        let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
+        let folded8 = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, refiner: x2).scale(frame).planes[0]
+        XCTAssertEqual(FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, refiner: unfolded).scale(frame).planes[0].samples,
+                       folded8.samples)
+        XCTAssertNotEqual(FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray).scale(frame).planes[0].samples,
+                          folded8.samples, "the refinement changed the picture")
+        let deep = Plane16(width: photo.width, height: photo.height, bitDepth: 12)
+        let lo = Int(photo.samples.min()!), hi = Int(photo.samples.max()!)
+        for y in 0..<photo.height { for x in 0..<photo.width { deep[x, y] = UInt16((Int(photo[x, y]) - lo) * 4095 / (hi - lo)) } }
+        let frame16 = Frame16(width: photo.width, height: photo.height, layout: .gray, planes: [deep])
+        let folded12 = FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, refiner: x2).scale(frame16).planes[0]
+        XCTAssertEqual(FrameScaler(input: (photo.width, photo.height), output: size, layout: .gray, refiner: unfolded).scale(frame16).planes[0].samples,
+                       folded12.samples)
+        XCTAssertEqual(deep.samples.max(), 4095, "the 12-bit picture reaches full scale")
+    }
+
     func testRefinementOnlyAppliesAtTrainedRatios() throws {
         let photo = try TestImages.pgm("baboon-crop.pgm")
         let frame = Frame(width: photo.width, height: photo.height, layout: .gray, planes: [photo])
