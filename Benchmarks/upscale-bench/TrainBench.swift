@@ -122,6 +122,7 @@ struct TrainBench: ParsableCommand {
                 m[i * n + i] += lambda
             }
             for phase in 0..<phases {
+                let limit = maxGain <= 0 ? Double.infinity : maxGain * (0..<n).map { Double(lanczos[phase * n + $0] * lanczos[phase * n + $0]) }.reduce(0, +)
                 if halfTurn {
                     // Phase p and its partner q = phases - 1 - p: minimise both phases' errors with
                     // h_q = h_p turned (tap i ↔ n - 1 - i), that is least squares over the samples
@@ -138,7 +139,6 @@ struct TrainBench: ParsableCommand {
                         (atb[(c * phases + phase) * n + i] + atb[(c * phases + partner) * n + n - 1 - i]) / 2
                             + lambda * Double(lanczos[phase * n + i] + lanczos[partner * n + n - 1 - i]) / 2
                     }
-                    let limit = maxGain <= 0 ? Double.infinity : maxGain * (0..<n).map { Double(lanczos[phase * n + $0] * lanczos[phase * n + $0]) }.reduce(0, +)
                     let h = try constrainedSolve(turned, rhs, n: n, maxGain: limit, scale: Double(max(counts[c], 1)) * 255 * 255)
                     for i in 0..<n { weights[(c * phases + phase) * n + i] = Float(h[i]) }
                     continue
@@ -154,7 +154,6 @@ struct TrainBench: ParsableCommand {
                     atb[(c * phases + phase) * n + i] + lambda * Double(lanczos[phase * n + i])
                         - (0..<n).reduce(0.0) { $0 + (i == $1 ? 0 : ata[c * n * n + min(i, $1) * n + max(i, $1)]) * fixed[$1] }
                 }
-                let limit = maxGain <= 0 ? Double.infinity : maxGain * (0..<n).map { Double(lanczos[phase * n + $0] * lanczos[phase * n + $0]) }.reduce(0, +)
                 let h = try constrainedSolve(sub, rhs, n: k, maxGain: limit, scale: Double(max(counts[c], 1)) * 255 * 255)
                 for i in 0..<n { weights[(c * phases + phase) * n + i] = Float(fixed[i]) }
                 for (a, i) in fitted.enumerated() { weights[(c * phases + phase) * n + i] = Float(h[a]) }

@@ -166,7 +166,8 @@ public struct EdgeRefiner: Sendable {
         let n = taps
         var out = [Int16](), offsets = [Int32](repeating: 0, count: classCount)
         for c in 0..<classCount where active[c] {
-            for p in 0..<4 {
+            // Phases 0 and 1 against 3 and 2 (the same test read from the other side covers those).
+            for p in 0..<2 {
                 for t in 0..<n where q14(weights[(c * 4 + p) * n + t]) != q14(weights[(c * 4 + 3 - p) * n + n - 1 - t]) { return nil }
             }
             offsets[c] = Int32(out.count)
@@ -844,11 +845,18 @@ public struct EdgeRefiner: Sendable {
             UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD16<Int32>.self)
         }
 
+        /// The 5x5 tensor sums (sxx, syy, sxy) at x of the current row: the 5-wide sums of
+        /// `columns`, added in the vector pass's order (`box`).
+        private func tensorSums(at x: Int) -> (Float, Float, Float) {
+            func box(_ p: UnsafeMutablePointer<Float>) -> Float { ((p[x - 2] + p[x - 1]) + (p[x] + p[x + 1])) + p[x + 2] }
+            return (box(columns), box(columns + stride), box(columns + 2 * stride))
+        }
+
         /// Coherence at x of the current row, (√l1 - √l2) / (√l1 + √l2) of the mean tensor's
         /// eigenvalues, from the column sums added in the vector pass's order.
         func coherence(at x: Int) -> Float {
-            func box(_ p: UnsafeMutablePointer<Float>) -> Float { ((p[x - 2] + p[x - 1]) + (p[x] + p[x + 1])) + p[x + 2] }
-            let a = box(columns) / 25, b = box(columns + stride) / 25, c = box(columns + 2 * stride) / 25
+            let (sxx, syy, sxy) = tensorSums(at: x)
+            let a = sxx / 25, b = syy / 25, c = sxy / 25
             let root = ((a - b) * (a - b) + 4 * c * c).squareRoot()
             let r1 = max(0, (a + b + root) / 2).squareRoot(), r2 = max(0, (a + b - root) / 2).squareRoot()
             return r1 + r2 > 1e-6 ? (r1 - r2) / (r1 + r2) : 0
@@ -858,8 +866,7 @@ public struct EdgeRefiner: Sendable {
         /// tensor, from the column sums in the vector pass's order and with its arithmetic, so
         /// that `weight(strength:)` of it is the pass's fade weight to the bit.
         func strength(at x: Int) -> Float {
-            func box(_ p: UnsafeMutablePointer<Float>) -> Float { ((p[x - 2] + p[x - 1]) + (p[x] + p[x + 1])) + p[x + 2] }
-            let a = box(columns), b = box(columns + stride), c = box(columns + 2 * stride)
+            let (a, b, c) = tensorSums(at: x)
             let half = (a - b) * 0.5, t = (a + b) * 0.5
             let q = half * half + c * c
             return max((t + q.squareRoot()) * 0.04, 0).squareRoot()
