@@ -9,13 +9,18 @@ enum CaptionSEI {
     /// One SEI message holds at most 31 cc_data triplets (cc_count has five bits).
     static let tripletsPerMessage = 31
 
-    /// The SEI unit carrying `ccData` (whole triplets; a trailing partial one is left out), with
-    /// a four-byte start code, or nil when there is not one triplet.
-    static func unit(_ ccData: [UInt8]) -> [UInt8]? {
+    /// The SEI unit carrying `ccData` (whole triplets; a trailing partial one is left out) and
+    /// the `registered` user data messages (T.35 bytes from the country code on: HDR10+), with
+    /// a four-byte start code, or nil when there is not one triplet and no other message.
+    static func unit(_ ccData: [UInt8], registered: [[UInt8]] = []) -> [UInt8]? {
         let triplets = ccData.count / 3
-        guard triplets > 0 else { return nil }
+        guard triplets > 0 || !registered.isEmpty else { return nil }
         // NAL header: type 39 (prefix SEI), layer 0, temporal id 0 (+1).
         var payload: [UInt8] = [39 << 1, 1]
+        for message in registered {
+            // Payload type 4; a size of 255 or more as runs of 0xFF, then the rest.
+            payload += [4] + Array(repeating: 0xFF, count: message.count / 255) + [UInt8(message.count % 255)] + message
+        }
         var first = 0
         while first < triplets {
             let count = min(tripletsPerMessage, triplets - first)
@@ -65,10 +70,10 @@ enum CaptionSEI {
         return nil
     }
 
-    /// Writes `ccData` into the HEVC packet before its first slice; false (the packet as it
-    /// was) where the packet is not in Annex B form or has no slice.
-    static func insert(_ ccData: [UInt8], into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
-        guard let unit = unit(ccData), let data = packet.pointee.data,
+    /// Writes `ccData` and the `registered` messages into the HEVC packet before its first
+    /// slice; false (the packet as it was) where the packet is not in Annex B form or has no slice.
+    static func insert(_ ccData: [UInt8], registered: [[UInt8]] = [], into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
+        guard let unit = unit(ccData, registered: registered), let data = packet.pointee.data,
               let at = firstSlice(in: UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))) else { return false }
         let oldSize = Int(packet.pointee.size)
         // Grows in place or into a new buffer (a copy where the packet's is shared).

@@ -206,17 +206,32 @@ public enum MediaProbe {
     /// The closed captions carried inside the main video's pictures (A/53 cc_data), by picture
     /// time in milliseconds: decodes the whole stream. Checks that an output kept them.
     public static func pictureCaptions(_ path: String) throws -> [Int: [UInt8]] {
+        try perPicture(path, keep: { $0.keepsCaptions = true }, take: { $0.captions(at: $1) }, merge: +)
+    }
+
+    /// What `take` gives for each picture of the file, decoded to the end by a decoder `keep`
+    /// has set up, by the picture's time in milliseconds (`merge` joins two of one millisecond).
+    private static func perPicture<Value>(_ path: String, keep: (VideoDecoder) -> Void, take: (VideoDecoder, Int64) -> Value?,
+                                          merge: (Value, Value) -> Value) throws -> [Int: Value] {
         MediaLibrary.configure()
         let input = try InputFile(path: path)
         let index = try input.videoStreamIndex()
         let stream = input.stream(index)
         let decoder = try VideoDecoder(stream: stream, path: path, threads: 1)
-        decoder.keepsCaptions = true
+        keep(decoder)
         var times: [Int64] = []
         try decodeRest(input, stream: index, decoder: decoder) { times.append($0) }
         let base = stream.pointee.time_base.double
-        return Dictionary(times.compactMap { t in decoder.captions(at: t).map { (Int((Double(t) * base * 1000).rounded()), $0) } },
-                          uniquingKeysWith: +)
+        return Dictionary(times.compactMap { t in take(decoder, t).map { (Int((Double(t) * base * 1000).rounded()), $0) } },
+                          uniquingKeysWith: merge)
+    }
+
+    /// Each picture's HDR10+ metadata (SMPTE ST 2094-40) as FFmpeg's decoder parses it, written
+    /// again as a message for a picture of its own size (`HDR10Plus.payload`; empty where it
+    /// cannot be), by its time in milliseconds.
+    public static func pictureHDR10Plus(_ path: String) throws -> [Int: [UInt8]] {
+        try perPicture(path, keep: { $0.hdr10PlusOutput = ((1, 1), ($0.width, $0.height)) }, take: { $0.hdr10Plus(at: $1) },
+                       merge: { first, _ in first })
     }
 
     /// The file's attachments (Matroska: fonts, cover art): name, MIME type and bytes.

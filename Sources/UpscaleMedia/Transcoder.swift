@@ -29,6 +29,8 @@ public struct TranscodeSummary: Sendable {
     public var checksum: UInt64 = 0
     /// The video carried closed captions in its pictures (A/53), which the output does not.
     public var droppedCaptions = false
+    /// The video carried HDR10+ dynamic metadata, which the output does not.
+    public var droppedHDR10Plus = false
 }
 
 extension Transcoder {
@@ -55,6 +57,15 @@ extension Transcoder {
             return "'\(input)' carries closed captions inside its video (CEA-608/708); some could not be written into the upscaled video's pictures — \(extract)"
         }
         return "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or \(extract)"
+    }
+
+    /// The note for HDR10+ dynamic metadata (SMPTE ST 2094-40) the output does not keep: it was
+    /// dropped without a word. HEVC output keeps it (`HDR10Plus`).
+    public static func hdr10PlusNote(_ input: String, codec: VideoCodec) -> String {
+        if codec == .hevc {
+            return "'\(input)' carries HDR10+ dynamic metadata; that of some pictures could not be written into the upscaled video (it keeps the static HDR10 metadata)"
+        }
+        return "'\(input)' carries HDR10+ dynamic metadata; the upscaled video does not (it keeps the static HDR10 metadata) — use --codec hevc to keep it"
     }
 }
 
@@ -206,6 +217,12 @@ public final class Transcoder {
         // Closed captions carried in the pictures (CEA-608/708 in A/53) go into H.264 (libx264
         // writes them) and HEVC (`CaptionSEI`) pictures; ProRes and FFV1 have no place for them.
         decoder.keepsCaptions = job.encoder.codec == .h264 || job.encoder.codec == .hevc
+        // HDR10+ dynamic metadata goes into HEVC pictures as an SEI (`HDR10Plus`), extra
+        // windows' positions scaled with the picture; the other codecs here have no place for it.
+        if job.encoder.codec == .hevc {
+            decoder.hdr10PlusOutput = ((Double(job.width) / Double(decoder.width), Double(job.height) / Double(decoder.height)),
+                                       (job.width, job.height))
+        }
         let chunk = job.chunk
         var settings = job.encoder
         if let chunk, settings.keyframeInterval == nil { settings.keyframeInterval = chunk.keyframeInterval }
@@ -310,6 +327,7 @@ public final class Transcoder {
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
             if decoder.dropsCaptions || encoder.lostCaptions { logger.notice("\(Self.captionsNote(job.input, codec: job.encoder.codec))") }
+            if decoder.dropsHDR10Plus || encoder.lostHDR10Plus { logger.notice("\(Self.hdr10PlusNote(job.input, codec: job.encoder.codec))") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),
@@ -542,6 +560,7 @@ public final class Transcoder {
             var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
                                            encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
             summary.droppedCaptions = decoder.dropsCaptions || encoder.lostCaptions
+            summary.droppedHDR10Plus = decoder.dropsHDR10Plus || encoder.lostHDR10Plus
             return summary
         } catch {
             output.abandon()
@@ -806,6 +825,7 @@ public final class Transcoder {
                     switch item {
                     case .picture(let frame, let pts):
                         try encoder.encode(frame, pts: pts, captions: decoder.keepsCaptions ? decoder.captions(at: pts) : nil,
+                                           hdr10Plus: decoder.hdr10Plus(at: pts),
                                            release: { outputPool.give(frame) }, emit: writeVideo)
                     case .preroll:
                         break

@@ -333,6 +333,23 @@ final class VideoDecoder {
         captionsByTime.withLock { $0.removeValue(forKey: pts) }
     }
 
+    /// Whether a picture carried HDR10+ dynamic metadata (SMPTE ST 2094-40).
+    private(set) var sawHDR10Plus = false
+    /// With `hdr10PlusOutput`, each picture's HDR10+ message for the output (`HDR10Plus.payload`;
+    /// empty where it cannot be written) by its time, until the encoder takes it (`hdr10Plus(at:)`).
+    private let hdr10PlusByTime = Mutex<[Int64: [UInt8]]>([:])
+    /// Where pictures' HDR10+ metadata is kept for the encoder (HEVC output only): the output
+    /// picture's size and its scale from the source's, for `HDR10Plus.payload`.
+    var hdr10PlusOutput: (scale: (x: Double, y: Double), size: (width: Int, height: Int))?
+    /// Whether pictures carried HDR10+ metadata the output does not keep.
+    var dropsHDR10Plus: Bool { sawHDR10Plus && hdr10PlusOutput == nil }
+
+    /// The HDR10+ message of the picture timed `pts` (once), if it carried any: empty where the
+    /// picture's metadata cannot be written.
+    func hdr10Plus(at pts: Int64) -> [UInt8]? {
+        hdr10PlusByTime.withLock { $0.removeValue(forKey: pts) }
+    }
+
     /// Whether the first packet was looked at by `startsAtRecoveryPoint`.
     private var firstPacketSeen = false
 
@@ -458,6 +475,16 @@ final class VideoDecoder {
                 // Two pictures of one time (after damage, repeated timestamps): the one kept
                 // carries both's captions (cc_data is a run of 3-byte groups).
                 captionsByTime.withLock { $0[pts, default: []] += bytes }
+            }
+        }
+        if let plus = av_frame_get_side_data(frame, AV_FRAME_DATA_DYNAMIC_HDR_PLUS) {
+            sawHDR10Plus = true
+            if let output = hdr10PlusOutput {
+                let message = Int(plus.pointee.size) < MemoryLayout<AVDynamicHDRPlus>.size ? nil
+                    : HDR10Plus.payload(UnsafeRawPointer(plus.pointee.data).loadUnaligned(as: AVDynamicHDRPlus.self),
+                                        scale: output.scale, output: output.size)
+                // Two pictures of one time (after damage, repeated timestamps): the first is kept.
+                hdr10PlusByTime.withLock { if $0[pts] == nil { $0[pts] = message ?? [] } }
             }
         }
         if Int(frame.pointee.width) != width || Int(frame.pointee.height) != height {

@@ -29,11 +29,13 @@ final class VideoEncoder {
     /// How long each picture sent is shown (encoder time base), by its time: until the next
     /// picture, the last for `endShown`'s length. Taken by `shownLength(of:)`.
     private var shownFor: [Int64: Int64] = [:]
-    /// HEVC: the closed captions of pictures sent and not yet out, by time (encoder time base),
-    /// written into their packets (`CaptionSEI`).
-    private var captionsByTime: [Int64: [UInt8]] = [:]
+    /// HEVC: the closed captions and HDR10+ messages of pictures sent and not yet out, by time
+    /// (encoder time base), written into their packets (`CaptionSEI`).
+    private var seiByTime: [Int64: (captions: [UInt8], hdr10Plus: [UInt8]?)] = [:]
     /// Captions that could not be written (a packet not in Annex B form, a picture with no time).
     private(set) var lostCaptions = false
+    /// The same for HDR10+ messages.
+    private(set) var lostHDR10Plus = false
 
     /// The last picture sent is shown for `length` (encoder time base).
     func endShown(after length: Int64) {
@@ -228,7 +230,9 @@ final class VideoEncoder {
     /// 50 MB of new pages a frame, since glibc serves blocks over 32 MB with fresh mmaps).
     /// `captions`: the picture's closed captions (A/53 cc_data), which libx264 writes into its
     /// SEI and which HEVC packets get as an SEI of their own (ProRes and FFV1 have no place for them).
-    func encode(_ picture: Picture?, pts: Int64, captions: [UInt8]? = nil, release: @escaping () -> Void = {},
+    /// `hdr10Plus`: the picture's HDR10+ message (`HDR10Plus.payload`), for HEVC packets only
+    /// (empty: the picture's metadata could not be written).
+    func encode(_ picture: Picture?, pts: Int64, captions: [UInt8]? = nil, hdr10Plus: [UInt8]? = nil, release: @escaping () -> Void = {},
                 emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
         var upload: UnsafeMutablePointer<AVFrame>?
@@ -309,9 +313,17 @@ final class VideoEncoder {
             input!.pointee.chroma_location = context.pointee.chroma_sample_location
             // A reused frame (`converted`) keeps side data from the picture before.
             av_frame_remove_side_data(input, AV_FRAME_DATA_A53_CC)
+            if let hdr10Plus {
+                if settings.codec == .hevc && placed != noPTS && !hdr10Plus.isEmpty {
+                    // Two pictures placed at one time: the first one's is kept.
+                    if seiByTime[placed]?.hdr10Plus == nil { seiByTime[placed, default: ([], nil)].hdr10Plus = hdr10Plus }
+                } else {
+                    lostHDR10Plus = true
+                }
+            }
             if let captions, !captions.isEmpty {
                 if settings.codec == .hevc {
-                    if placed == noPTS { lostCaptions = true } else { captionsByTime[placed, default: []] += captions }
+                    if placed == noPTS { lostCaptions = true } else { seiByTime[placed, default: ([], nil)].captions += captions }
                 } else {
                     guard let data = av_frame_new_side_data(input, AV_FRAME_DATA_A53_CC, captions.count) else {
                         throw UpscaleError(.processing, "out of memory")
@@ -329,15 +341,19 @@ final class VideoEncoder {
             if received == averrorEAGAIN { return }
             if received == averrorEOF {
                 // A picture whose packet never came with its time.
-                if !captionsByTime.isEmpty { lostCaptions = true }
+                for sei in seiByTime.values {
+                    if !sei.captions.isEmpty { lostCaptions = true }
+                    if sei.hdr10Plus != nil { lostHDR10Plus = true }
+                }
                 return
             }
             try check(received, "the \(name) encoder failed")
             defer { av_packet_unref(packet) }
             mendDecodeTime(packet)
-            if !captionsByTime.isEmpty, let captions = captionsByTime.removeValue(forKey: packet.pointee.pts),
-               try !CaptionSEI.insert(captions, into: packet) {
-                lostCaptions = true
+            if !seiByTime.isEmpty, let sei = seiByTime.removeValue(forKey: packet.pointee.pts),
+               try !CaptionSEI.insert(sei.captions, registered: sei.hdr10Plus.map { [$0] } ?? [], into: packet) {
+                if !sei.captions.isEmpty { lostCaptions = true }
+                if sei.hdr10Plus != nil { lostHDR10Plus = true }
             }
             try emit(packet)
         }

@@ -82,8 +82,8 @@ final class ChunkLedger {
 
     /// A chunk finished: its checksum; the encoder the first finished chunk was made with and
     /// the settings key that names it (see `ChunkedJob.settingsKey`; later chunks change
-    /// neither); whether its pictures carried captions the output drops.
-    func done(_ index: Int, checksum: UInt64, encoder: String, settings: String, droppedCaptions: Bool) throws {
+    /// neither); whether its pictures carried captions or HDR10+ metadata the output drops.
+    func done(_ index: Int, checksum: UInt64, encoder: String, settings: String, droppedCaptions: Bool, droppedHDR10Plus: Bool = false) throws {
         try locked {
             try db.transaction {
                 _ = try db.query("UPDATE chunks SET state = 'done', checksum = ?, error = NULL WHERE idx = ?",
@@ -93,6 +93,7 @@ final class ChunkLedger {
                     _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('settings', ?)", [settings])
                 }
                 if droppedCaptions { _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('captions', 'dropped')") }
+                if droppedHDR10Plus { _ = try db.query("INSERT OR REPLACE INTO meta(key, value) VALUES('hdr10plus', 'dropped')") }
             }
         }
     }
@@ -343,7 +344,7 @@ public final class ChunkedJob {
                         // (a resumed run that only joins says so too), in one transaction.
                         try ledger.done(range.index, checksum: summary.checksum, encoder: summary.encoderName,
                                         settings: settingsKey(resolved: summary.encoderName, input: original),
-                                        droppedCaptions: summary.droppedCaptions)
+                                        droppedCaptions: summary.droppedCaptions, droppedHDR10Plus: summary.droppedHDR10Plus)
                         meter.finish(worker: worker, frames: range.frames)
                         countLock.lock()
                         encoded += 1
@@ -409,6 +410,7 @@ public final class ChunkedJob {
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
         if (try? ledger.value("captions")) == "dropped" { logger.notice("\(Transcoder.captionsNote(job.input, codec: job.encoder.codec))") }
+        if (try? ledger.value("hdr10plus")) == "dropped" { logger.notice("\(Transcoder.hdr10PlusNote(job.input, codec: job.encoder.codec))") }
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         if TestHook.current == .stallAfterJoin { TestHook.stallForever() }
         try? fm.removeItem(atPath: workFolder)

@@ -589,6 +589,42 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// HDR10+ dynamic metadata that the output cannot keep (H.264, FFV1) is said to be lost
+    /// once, in one piece and in chunks; it went without a word. HEVC keeps it picture by
+    /// picture in one piece and in chunks (the join copies the SEI with the pictures): nothing
+    /// to say. A plain HDR10 clip says nothing of it. The film excerpt has two keyframes, too few
+    /// for chunks: it is first upscaled 1.5x in HEVC with a keyframe every 24 pictures, which
+    /// keeps its HDR10+ (`testHDR10PlusIsKeptPictureByPictureInHEVC`).
+    func testHDR10PlusIsKeptInChunksOrSaidToBeLost() throws {
+        let dir = try workspace(["hdr10plus-tos.mkv", "street-hdr10.mp4"])
+        var keyed = EncoderSettings(preset: "ultrafast")
+        keyed.keyframeInterval = 24
+        let source = dir.appendingPathComponent("keyed.mkv").path
+        _ = try Transcoder(job: JobPlanner.plan(input: dir.appendingPathComponent("hdr10plus-tos.mkv").path,
+                                                options: UpscaleOptions(width: 384, output: source, encoder: keyed))).run()
+        let sent = try MediaProbe.pictureHDR10Plus(source)
+        XCTAssertEqual(sent.count, 259)
+        let note = "note: 'keyed.mkv' carries HDR10+ dynamic metadata; the upscaled video does not (it keeps the static HDR10 metadata) — use --codec hevc to keep it"
+        for (codec, output, chunks) in [("h264", "one.mp4", "0"), ("h264", "chunked.mp4", "2"), ("ffv1", "ffv1.mkv", "0")] {
+            let preset = codec == "h264" ? ["--preset", "ultrafast"] : []
+            let result = try upscale(["keyed.mkv", "--codec", codec, "--no-refine", "--chunk-seconds", chunks, "-o", output] + preset, in: dir)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stderr.components(separatedBy: note).count - 1, 1, result.stderr)
+            XCTAssertEqual(try MediaProbe.pictureHDR10Plus(dir.appendingPathComponent(output).path).count, 0, output)
+        }
+        // Picture by picture, every field as FFmpeg reads it from the source.
+        func fields(_ pictures: [Int: [UInt8]]) -> [[UInt8]] { pictures.sorted { $0.key < $1.key }.map(\.value) }
+        for (output, chunks) in [("hevc.mkv", "2"), ("hevc.mp4", "0")] {
+            let result = try upscale(["keyed.mkv", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", chunks, "-o", output], in: dir)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertFalse(result.stderr.contains("HDR10+"), result.stderr)
+            XCTAssertEqual(fields(try MediaProbe.pictureHDR10Plus(dir.appendingPathComponent(output).path)), fields(sent), output)
+        }
+        let plain = try upscale(["street-hdr10.mp4", "--codec", "h264", "--preset", "ultrafast", "--no-refine", "-o", "plain.mp4"], in: dir)
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertFalse(plain.stderr.contains("HDR10+"), plain.stderr)
+    }
+
     /// Closed captions carried inside the pictures (CEA-608 in A/53 user data) that the output
     /// cannot keep (ProRes) are said to be lost once, in one piece and in chunks; they went
     /// without a word. HEVC (the default) and H.264 keep them, in one piece and in chunks
