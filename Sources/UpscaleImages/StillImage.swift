@@ -561,6 +561,13 @@ public final class StillImage {
             unlink(path)
             throw ImagePlanes.ImageError(message: "writing '\(path)' failed: its metadata could not be removed")
         }
+        // libvips 8.14's JPEG saver told to strip writes no JFIF header either, so the print
+        // resolution went too (readers then assume 72 dpi: a 300 dpi scan came out 72). PNG and
+        // TIFF keep theirs in the image header; WebP has none outside EXIF.
+        if strip && (ext == "jpg" || ext == "jpeg") && !StillImage.addJFIFDensity(path, dotsPerMillimetre: (tagged.pointee.Xres, tagged.pointee.Yres)) {
+            unlink(path)
+            throw ImagePlanes.ImageError(message: "writing '\(path)' failed: its print resolution could not be written")
+        }
     }
 
     /// The TIFF compression a TIFF output gets (libvips' names): "none" where the input is a
@@ -628,6 +635,24 @@ public final class StillImage {
         let riffSize = UInt32(out.count - 8)
         for i in 0..<4 { out[4 + i] = UInt8(truncatingIfNeeded: riffSize >> (8 * UInt32(i))) }
         return FileManager.default.createFile(atPath: path, contents: Data(out))
+    }
+
+    /// Gives the JPEG at `path` a JFIF header (APP0) with this print resolution in dots per inch,
+    /// right after its start, where it has none; false where `path` is not a JPEG or cannot be
+    /// written.
+    static func addJFIFDensity(_ path: String, dotsPerMillimetre: (Double, Double)) -> Bool {
+        guard let data = FileManager.default.contents(atPath: path), data.count >= 4 else { return false }
+        let bytes = [UInt8](data)
+        guard bytes[0] == 0xFF, bytes[1] == 0xD8 else { return false }
+        if bytes[2] == 0xFF && bytes[3] == 0xE0 { return true }
+        func dpi(_ perMillimetre: Double) -> [UInt8] {
+            let d = UInt16(min(max((perMillimetre * 25.4).rounded(), 1), 65535))
+            return [UInt8(d >> 8), UInt8(d & 0xFF)]
+        }
+        // Length 16, "JFIF\0", version 1.01, units 1 (dots per inch), densities, no thumbnail.
+        let header: [UInt8] = [0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46, 0x49, 0x46, 0x00, 0x01, 0x01, 0x01]
+            + dpi(dotsPerMillimetre.0) + dpi(dotsPerMillimetre.1) + [0, 0]
+        return FileManager.default.createFile(atPath: path, contents: Data(bytes[0..<2] + header + bytes[2...]))
     }
 
     /// Whether `path` is a Windows icon (.ico: reserved 0, type 1).

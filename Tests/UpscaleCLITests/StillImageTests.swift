@@ -294,6 +294,16 @@ final class StillImageTests: XCTestCase {
         defer { upscale_vips_unref(denseOut) }
         XCTAssertEqual(denseOut.pointee.Xres * 25.4, 300, accuracy: 0.5)
         XCTAssertEqual(denseOut.pointee.Yres * 25.4, 300, accuracy: 0.5)
+        // Stripped into a JPEG too (libvips' stripped JPEG had no JFIF header: 72 dpi), with no
+        // EXIF to carry it.
+        let denseStripped = try run([dense, "--strip", "--format", "jpg", "--output", path("dense-stripped.jpg")])
+        XCTAssertEqual(denseStripped.status, 0, denseStripped.stderr)
+        let strippedOut = try open(path("dense-stripped.jpg"))
+        defer { upscale_vips_unref(strippedOut) }
+        XCTAssertEqual(strippedOut.pointee.Xres * 25.4, 300, accuracy: 0.5)
+        XCTAssertEqual(strippedOut.pointee.Yres * 25.4, 300, accuracy: 0.5)
+        XCTAssertNil(try blob(path("dense-stripped.jpg"), "exif-data"))
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path("dense-stripped.jpg"))).prefix(6)), [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10])
     }
 
     /// An SVG is a still: drawn at its own size, upscaled, saved as PNG (libvips writes no SVG).
