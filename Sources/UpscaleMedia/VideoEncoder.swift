@@ -37,6 +37,12 @@ final class VideoEncoder {
     /// The same for HDR10+ messages.
     private(set) var lostHDR10Plus = false
 
+    /// A picture's SEI content that did not reach its packet.
+    private func noteLost(_ sei: (captions: [UInt8], hdr10Plus: [UInt8]?)) {
+        if !sei.captions.isEmpty { lostCaptions = true }
+        if sei.hdr10Plus != nil { lostHDR10Plus = true }
+    }
+
     /// The last picture sent is shown for `length` (encoder time base).
     func endShown(after length: Int64) {
         if let lastPlaced { shownFor[lastPlaced] = length }
@@ -341,10 +347,7 @@ final class VideoEncoder {
             if received == averrorEAGAIN { return }
             if received == averrorEOF {
                 // A picture whose packet never came with its time.
-                for sei in seiByTime.values {
-                    if !sei.captions.isEmpty { lostCaptions = true }
-                    if sei.hdr10Plus != nil { lostHDR10Plus = true }
-                }
+                seiByTime.values.forEach(noteLost)
                 return
             }
             try check(received, "the \(name) encoder failed")
@@ -352,8 +355,7 @@ final class VideoEncoder {
             mendDecodeTime(packet)
             if !seiByTime.isEmpty, let sei = seiByTime.removeValue(forKey: packet.pointee.pts),
                try !CaptionSEI.insert(sei.captions, registered: sei.hdr10Plus.map { [$0] } ?? [], into: packet) {
-                if !sei.captions.isEmpty { lostCaptions = true }
-                if sei.hdr10Plus != nil { lostHDR10Plus = true }
+                noteLost(sei)
             }
             try emit(packet)
         }

@@ -83,7 +83,7 @@ final class ChunkLedger {
     /// A chunk finished: its checksum; the encoder the first finished chunk was made with and
     /// the settings key that names it (see `ChunkedJob.settingsKey`; later chunks change
     /// neither); whether its pictures carried captions or HDR10+ metadata the output drops.
-    func done(_ index: Int, checksum: UInt64, encoder: String, settings: String, droppedCaptions: Bool, droppedHDR10Plus: Bool = false) throws {
+    func done(_ index: Int, checksum: UInt64, encoder: String, settings: String, droppedCaptions: Bool, droppedHDR10Plus: Bool) throws {
         try locked {
             try db.transaction {
                 _ = try db.query("UPDATE chunks SET state = 'done', checksum = ?, error = NULL WHERE idx = ?",

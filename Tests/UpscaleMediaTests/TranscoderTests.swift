@@ -348,6 +348,13 @@ final class TranscoderTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.pictureHDR10Plus(h264).count, 0)
     }
 
+    /// Where the first HDR10+ message in `bytes` starts: its T.35 header (United States, SMPTE,
+    /// ST 2094-40, application 4), found after at least one byte (the message's size).
+    private func hdr10PlusMessage(in bytes: [UInt8]) -> Int? {
+        let header: [UInt8] = [0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04]
+        return (1..<(bytes.count - header.count)).first { Array(bytes[$0..<($0 + header.count)]) == header }
+    }
+
     /// The HDR10+ message written from FFmpeg's parsed fields is the source's own, byte for byte
     /// (the first picture's registered user data, read straight from the file and unescaped): one
     /// window with its luminance distribution, and a tone-mapping curve with 9 Bézier anchors.
@@ -355,10 +362,8 @@ final class TranscoderTests: XCTestCase {
         for name in ["hdr10plus-tos.mkv", "hdr10plus-bezier.hevc"] {
             let path = Fixtures.path(name)
             let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-            // The T.35 header of an HDR10+ message (United States, SMPTE, ST 2094-40, application 4),
-            // after its payload size (under 255 here).
-            let header: [UInt8] = [0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04]
-            let at = try XCTUnwrap((1..<(file.count - header.count)).first { Array(file[$0..<($0 + header.count)]) == header }, name)
+            // After its payload size (under 255 here).
+            let at = try XCTUnwrap(hdr10PlusMessage(in: file), name)
             let size = Int(file[at - 1])
             var raw: [UInt8] = [], zeros = 0, i = at
             while raw.count < size {
@@ -461,8 +466,7 @@ final class TranscoderTests: XCTestCase {
         // The stream's own HDR10+ SEI gives way to the one made here: the picture's prefix SEI
         // units other than the first (its HDR10 mastering data) are kept; its HDR10+ one is cut.
         var bytes = [UInt8](stream)
-        let header: [UInt8] = [0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04]
-        let at = try XCTUnwrap((1..<(bytes.count - header.count)).first { Array(bytes[$0..<($0 + header.count)]) == header })
+        let at = try XCTUnwrap(hdr10PlusMessage(in: bytes))
         // The unit holding it starts at the last start code before it and ends at the next.
         let start = try XCTUnwrap((0..<at).last { bytes[$0] == 0 && bytes[$0 + 1] == 0 && bytes[$0 + 2] == 1 })
         let end = try XCTUnwrap((at..<(bytes.count - 3)).first { bytes[$0] == 0 && bytes[$0 + 1] == 0 && bytes[$0 + 2] == 1 })
