@@ -620,7 +620,13 @@ final class RunningJob: @unchecked Sendable {
         if cancelled {
             // Kept for resuming after a stop; a cancelled job will not resume. (A claim lost to
             // an expired lease, after a sleep, is not a cancel: its chunks are the next run's.)
-            if let planned, (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
+            if let planned, (try? store.job(id: job.id))??.state == .cancelled {
+                QueueActions.removeChunks(of: planned.path)
+                // A job that wrote its output just before the cancel reached it (its last chunk
+                // and join within the quarter second between checks): a cancelled job leaves
+                // no output, as it leaves no chunks; its file stays in the folder.
+                if outcome == .exited(0) { unlink(planned.path) }
+            }
             return
         }
         if lock.withLock({ shuttingDown }) {
