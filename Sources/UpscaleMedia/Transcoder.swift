@@ -574,10 +574,12 @@ public final class Transcoder {
         progress: @escaping (TranscodeProgress) -> Void
     ) throws -> Int {
         let videoStream = input.stream(videoIndex)
-        let decoded = BoundedQueue<Item>(capacity: 2)
+        // One decoded picture waits: decoding one is a small part of upscaling and encoding it.
+        let decoded = BoundedQueue<Item>(capacity: 1)
         let scaled = BoundedQueue<Item>(capacity: 1)
         let inputPool = PicturePool(width: decoder.width, height: decoder.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
-        let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout)
+        let outputPool = PicturePool(width: job.width, height: job.height, highBitDepth: encoder.tenBit, deepLayout: encoder.layout,
+                                     limit: encoder.copiesOnEntry ? 1 : nil)
         let layout: ChromaLayout = encoder.tenBit ? encoder.layout : .yuv420
         let scaler = FrameScaler(input: (decoder.width, decoder.height), output: (job.width, job.height),
                                  layout: layout, kernel: job.kernel, threads: job.threads,
@@ -588,6 +590,7 @@ public final class Transcoder {
         let stopAll = {
             decoded.cancel()
             scaled.cancel()
+            outputPool.cancel()
         }
         var total = Int(videoStream.pointee.nb_frames)
         if total <= 0 {
@@ -663,7 +666,7 @@ public final class Transcoder {
                     watch.waiting(true)
                     _ = decoded.waitForRoom()
                     watch.waiting(false)
-                    return inputPool.take()
+                    return inputPool.take()!
                 }
                 reading: while try input.read(into: packet!) {
                     defer { av_packet_unref(packet) }
@@ -734,9 +737,10 @@ public final class Transcoder {
             while let item = decoded.pop() {
                 switch item {
                 case .picture(let picture, let pts):
-                    // At most two output pictures: the one the encoder holds and the next.
+                    // At most two output pictures, the one the encoder holds and the next; one
+                    // for an encoder that copies on entry (the pool waits for it to come back).
                     if !scaled.waitForRoom() { return }
-                    let out = outputPool.take()
+                    guard let out = outputPool.take() else { return }
                     switch (picture, out) {
                     case (.eight(let a), .eight(let b)): scaler.scale(a, into: b)
                     case (.deep(let a), .deep(let b)): scaler.scale(a, into: b)
@@ -824,9 +828,13 @@ public final class Transcoder {
                 while let item = scaled.pop() {
                     switch item {
                     case .picture(let frame, let pts):
+                        let givenBack = outputPool.givenBack
                         try encoder.encode(frame, pts: pts, captions: decoder.keepsCaptions ? decoder.captions(at: pts) : nil,
                                            hdr10Plus: decoder.hdr10Plus(at: pts),
                                            release: { outputPool.give(frame) }, emit: writeVideo)
+                        // An encoder that copies on entry gave it back: the next picture is made
+                        // into it. One that still holds it lifts the pool's limit.
+                        if outputPool.givenBack == givenBack { outputPool.lift() }
                     case .preroll:
                         break
                     case .packet(let p, let stream):

@@ -9,6 +9,12 @@ final class VideoEncoder {
     let settings: EncoderSettings
     /// The FFmpeg encoder in use.
     let name: String
+    /// Whether the encoder copies a picture into its own memory within the call that is given
+    /// it, and does its work on threads of its own: libx265 and libx264 take the copy first,
+    /// then wait for a frame encoder to come free. Such a picture is free again as soon as
+    /// `encode` returns, and the picture after it is best made then, not during the wait.
+    var copiesOnEntry: Bool { name == "libx265" || name == "libx264" }
+
     private let frame: UnsafeMutablePointer<AVFrame>
     private var converted: UnsafeMutablePointer<AVFrame>?
     private let converter = PixelConverter(flags: Int32(SWS_POINT | SWS_ACCURATE_RND))
