@@ -60,6 +60,8 @@ public struct BoardJob: Codable, Sendable, Equatable {
     public var error: String?
     public var created: Double
     public var finished: Double?
+    /// What its output does not keep (captions, HDR10+ metadata), as the plain command says it.
+    public var notes: [String] = []
 }
 
 /// A worker (a shared-queue worker slot, or a watcher's running job).

@@ -85,6 +85,7 @@ enum DashboardPage {
     button { font: inherit; padding: 3px 9px; border-radius: 6px; border: 1px solid var(--line); background: var(--bg); color: var(--fg); cursor: pointer; }
     button:hover { border-color: var(--accent); }
     td.err { max-width: 36ch; color: var(--bad); cursor: pointer; overflow-wrap: anywhere; }
+    td.note { max-width: 36ch; color: var(--muted); overflow-wrap: anywhere; }
     pre.log { white-space: pre-wrap; max-height: 320px; overflow: auto; margin: 0; font-size: 12px; }
     .badge { background: var(--warn); color: #fff; border-radius: 9px; padding: 1px 8px; font-size: 12px; }
     #login { padding: 10px 16px; border-bottom: 1px solid var(--line); }
@@ -194,7 +195,9 @@ enum DashboardPage {
           progress.append(bar, el("span", " " + Math.floor(job.progress * 100) + "%", "muted"));
         } else { progress.textContent = "-"; }
         const chunks = job.chunks > 1 ? job.chunksDone + "/" + job.chunks : "-";
-        const err = el("td", job.error ? job.error.split("\\n")[0] : "", job.error ? "err" : "");
+        // The error's first line; for a job without one, what its output does not keep.
+        const notes = (job.notes || []).join(" ");
+        const err = el("td", job.error ? job.error.split("\\n")[0] : notes, job.error ? "err" : notes ? "note" : "");
         const actions = el("td", null, "actions");
         if (job.state === "failed" || job.state === "cancelled") actions.append(action("Retry", () => post("/api/jobs/" + job.id + "/retry")));
         if (["queued", "running", "waiting-for-space"].includes(job.state)) actions.append(action("Cancel", () => post("/api/jobs/" + job.id + "/cancel")));

@@ -37,7 +37,7 @@ public final class FarmBoard: QueueBoard, @unchecked Sendable {
                 chunksDone: job.chunksDone, chunks: job.chunks, machines: job.machines, attempts: job.attempts,
                 // One line with the last attempt's reason, as `queue list` gives it (the log
                 // view has every attempt).
-                priority: job.priority, error: job.errorSummary, created: job.created, finished: job.finished)
+                priority: job.priority, error: job.errorSummary, created: job.created, finished: job.finished, notes: job.notes)
         }
         let workers = try queue.workers().map { status -> BoardWorker in
             // "chunk 2/4 of job 7" → "chunk 2/4 of job 7 (file.mov)"

@@ -243,7 +243,11 @@ public final class FarmWorker: @unchecked Sendable {
                 count { $0.discarded += 1 }
                 return
             }
-            switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds) {
+            var notes: [String] = []
+            if summary.droppedCaptions { notes.append(Transcoder.captionsNote(record.input, codec: job.encoder.codec)) }
+            if summary.droppedHDR10Plus { notes.append(Transcoder.hdr10PlusNote(record.input, codec: job.encoder.codec)) }
+            for note in notes { logger.notice("\(what): \(note)") }
+            switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds, notes: notes) {
             case .done:
                 count { $0.chunks += 1 }
             case .stale:

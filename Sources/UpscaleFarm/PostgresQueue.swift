@@ -68,6 +68,9 @@ public struct FarmJob: Sendable, Codable, Equatable {
     public var runningFPS: Double?
     /// The input as submitted (nil for jobs of an older upscale).
     public var identity: InputIdentity?
+    /// What its output does not keep, one note each (captions, HDR10+ metadata), as the
+    /// plain command says it; the workers whose chunks found it add them.
+    public var notes: [String] = []
 
     /// The error in one line: what failed and the last attempt's reason ("chunk 4 failed 3
     /// times: '…' has undecodable video at …"); the first line alone named no reason.
@@ -122,7 +125,7 @@ public struct ChunkRun: Sendable, Equatable {
 /// task went to another) has its writes refused. Completions lock the job row, so exactly one
 /// of two chunks finishing at the same instant sees that none is left and creates the join.
 public final class PostgresQueue: @unchecked Sendable {
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
     /// Workers are told about new work on this channel (empty payload), and about cancelled
     /// jobs (`cancelPayload`).
     public static let channel = "upscale_work"
@@ -397,6 +400,12 @@ public final class PostgresQueue: @unchecked Sendable {
                 try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS input_size bigint, ADD COLUMN IF NOT EXISTS input_mtime float8")
                 try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '2') ON CONFLICT (key) DO UPDATE SET value = '2'")
             }
+            if version < 3 {
+                // What the output does not keep (captions, HDR10+ metadata), one line each, said
+                // by the workers whose chunks found it: the plain command prints these notes.
+                try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS notes text NOT NULL DEFAULT ''")
+                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '3') ON CONFLICT (key) DO UPDATE SET value = '3'")
+            }
         }
     }
 
@@ -496,7 +505,9 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     /// A chunk encoded and checked (`frames` = its range) into its file, or the join written.
-    public func complete(_ task: FarmTask, checksum: UInt64, seconds: Double) throws -> Completion {
+    /// `notes`: what the chunk's output does not keep (`Transcoder.captionsNote`…), added to
+    /// the job's notes once each.
+    public func complete(_ task: FarmTask, checksum: UInt64, seconds: Double, notes: [String] = []) throws -> Completion {
         try transaction { c in
             try run(c, "SELECT id FROM upscale_jobs WHERE id = \(task.jobID) FOR UPDATE")
             let updated = try run(c, """
@@ -505,6 +516,10 @@ public final class PostgresQueue: @unchecked Sendable {
                 WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
                 """).metadata.rows ?? 0
             guard updated == 1 else { return .stale }
+            for note in notes {
+                let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
+                try run(c, "UPDATE upscale_jobs SET notes = notes || \(line) WHERE id = \(task.jobID) AND strpos(notes, \(line)) = 0")
+            }
             if task.isJoin {
                 try run(c, "UPDATE upscale_jobs SET state = 'done', updated = now(), finished = now() WHERE id = \(task.jobID)")
                 return .done(joinQueued: false)
@@ -636,7 +651,7 @@ public final class PostgresQueue: @unchecked Sendable {
                     sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0),
                     coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1),
                     coalesce(max(t.attempts), 0), extract(epoch FROM j.created)::float8, extract(epoch FROM j.finished)::float8,
-                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8, j.input_size, j.input_mtime
+                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8, j.input_size, j.input_mtime, j.notes
                 FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
                 """
             query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
@@ -658,6 +673,7 @@ public final class PostgresQueue: @unchecked Sendable {
                 if let size = try columns[19].decode(Int64?.self), let modified = try columns[20].decode(Double?.self) {
                     job.identity = InputIdentity(size: size, modified: modified)
                 }
+                job.notes = try columns[21].decode(String.self).split(separator: "\n").map(String.init)
                 return job
             }
         }

@@ -125,6 +125,7 @@ public final class SharedWatcher {
                     if same { _ = try SafeFiles.move(original, into: folder.originals) }
                     try store.setSetting(key, "done \(id)")
                     say("done: '\(name)' → '\(job.output)'")
+                    for note in job.notes { say("note: \(note)") }
                 case "failed":
                     if same {
                         let moved = try SafeFiles.move(original, into: folder.failed)

@@ -224,14 +224,14 @@ enum SharedQueue {
             print(String(decoding: try encoder.encode(Listing(paused: paused, jobs: jobs.map { Row(job: $0, etaSeconds: eta($0)) }, workers: try queue.workers())), as: UTF8.self))
             return
         }
-        print(["id", "file", "state", "chunks done/running/queued", "progress", "fps", "ETA", "machines", "error"].joined(separator: "\t"))
+        print(["id", "file", "state", "chunks done/running/queued", "progress", "fps", "ETA", "machines", "error", "notes"].joined(separator: "\t"))
         for job in jobs {
             let queued = max(0, job.chunks - job.chunksDone - job.chunksRunning)
             let progress = job.frames > 0 ? "\(min(100, job.framesDone * 100 / job.frames))%" : "-"
             print(["\(job.id)", URL(fileURLWithPath: job.input).lastPathComponent, job.state,
                    "\(job.chunksDone)/\(job.chunksRunning)/\(queued)", progress, job.fps.map { String(format: "%.1f", $0) } ?? "-",
                    eta(job).map(clock) ?? "-", job.machines.joined(separator: ","),
-                   job.errorSummary ?? ""].joined(separator: "\t"))
+                   job.errorSummary ?? "", job.notes.joined(separator: " ")].joined(separator: "\t"))
         }
         let open = jobs.filter { ["queued", "running"].contains($0.state) }.count
         print("\(jobs.count) jobs, \(open) queued or running\(paused ? ", paused" : "")")

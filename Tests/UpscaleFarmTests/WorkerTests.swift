@@ -621,6 +621,32 @@ final class WorkerTests: XCTestCase {
         XCTAssertNil(tags["com.apple.quicktime.model"] ?? tags["COM.APPLE.QUICKTIME.MODEL"], "\(tags)")
     }
 
+    /// Captions the output cannot keep (FFV1 has no place for them): the note the plain
+    /// command prints reaches the job in the queue once, however many chunks found it, and
+    /// `queue list` and the dashboard show it; a job whose output keeps everything has none.
+    func testWhatAnOutputDropsIsNotedOnItsJob() throws {
+        let dir = try workspace()
+        let captioned = dir.appendingPathComponent("street-captions.mp4")
+        try FileManager.default.copyItem(at: Self.fixture.deletingLastPathComponent().appendingPathComponent("street-captions.mp4"), to: captioned)
+        for input in [captioned, dir.appendingPathComponent("clip.mp4")] {
+            try run(["submit", input.path, "-o", dir.appendingPathComponent("out").path, "--chunk-seconds", "1"] + Self.exact)
+        }
+        let log = finish(try start(["worker", "--once"]))
+        let jobs = try queue().list()
+        XCTAssertEqual(jobs.map(\.state), ["done", "done"], log)
+        XCTAssertGreaterThan(jobs[0].chunks, 1)
+        let note = Transcoder.captionsNote(captioned.path, codec: .ffv1)
+        XCTAssertEqual(jobs[0].notes, [note])
+        XCTAssertEqual(jobs[1].notes, [])
+        XCTAssertTrue(log.contains(note), log)
+        let listing = try run(["queue", "list"]).split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+        XCTAssertEqual(listing.first?.last, "notes")
+        XCTAssertEqual(listing.dropFirst().first { $0.first == "\(jobs[0].id)" }?.last.map(String.init), note)
+        XCTAssertEqual(listing.dropFirst().first { $0.first == "\(jobs[1].id)" }?.last, "")
+        let board = try FarmBoard(queue: try queue()).read(now: Date().timeIntervalSince1970)
+        XCTAssertEqual(board.jobs.map(\.notes), [[note], []])
+    }
+
     /// An output folder a worker sees but cannot write in (a share mounted read-only on that
     /// machine) is that machine's problem, as one it cannot see: the task goes back uncounted,
     /// the job is left to other workers, and the worker names the folder with the system's
