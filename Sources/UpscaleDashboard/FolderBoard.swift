@@ -33,7 +33,7 @@ public final class FolderBoard: QueueBoard, @unchecked Sendable {
                 progress: progress, framesDone: done, frames: total, fps: running ? record.fps : nil,
                 etaSeconds: QueueActions.runningETA(record), chunksDone: record.state == .done ? 1 : 0, chunks: 1,
                 machines: running ? [Self.host(of: record.owner)] : [], attempts: record.attempts, priority: record.priority,
-                error: record.error, created: record.created, finished: finishedAt))
+                error: record.error, created: record.created, finished: finishedAt, notes: record.notes))
             if running {
                 let ago = max(0, now - record.updated)
                 workers.append(BoardWorker(name: record.owner ?? "watcher", host: Self.host(of: record.owner), current: record.source,

@@ -48,6 +48,9 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var movedTo: String?
     /// Higher is claimed first (`queue priority`, the dashboard); ties in arrival order.
     public var priority: Int = 0
+    /// What its runs noted (what the output does not keep, a damaged picture filled in…), as
+    /// the plain command says it; each once.
+    public var notes: [String] = []
 }
 
 /// A running job and the token every write about it must carry. A worker whose lease
@@ -94,6 +97,8 @@ public protocol JobStore: AnyObject {
     /// The job's original could not be moved out of the folder (to `Originals/` or `Failed/`):
     /// it stays, and is not queued again while its size and modification time are unchanged.
     func markStayed(id: Int64) throws
+    /// Adds a note of a job's run (`JobRecord.notes`), unless it has it already.
+    func addNote(id: Int64, _ note: String) throws
     /// The file changed while queued or running (still being written): queued again at
     /// `retryAt`, judged from then on by its new size and modification time.
     func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool

@@ -8,7 +8,7 @@ public final class SQLiteJobStore: JobStore {
     private let lock = NSLock()
     public let path: String
 
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     /// `readOnly`: opened only to be read, by a user who may not write it (see `WatchFolder.openStore`).
     public init(path: String, readOnly: Bool = false) throws {
@@ -48,6 +48,10 @@ public final class SQLiteJobStore: JobStore {
             // Schema 3: an original that could not be moved out of the folder stays, once upscaled.
             if try !db.query("PRAGMA table_info(jobs)").contains(where: { $0["name"]?.string == "stayed" }) {
                 try db.execute("ALTER TABLE jobs ADD COLUMN stayed INTEGER NOT NULL DEFAULT 0")
+            }
+            // Schema 4: what a job's output does not keep and other notes of its runs, one a line.
+            if try !db.query("PRAGMA table_info(jobs)").contains(where: { $0["name"]?.string == "notes" }) {
+                try db.execute("ALTER TABLE jobs ADD COLUMN notes TEXT NOT NULL DEFAULT ''")
             }
             if found < Self.schemaVersion {
                 try db.query("INSERT INTO meta(key, value) VALUES('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -98,6 +102,7 @@ public final class SQLiteJobStore: JobStore {
         job.outputWidth = row["out_width"]?.int
         job.outputHeight = row["out_height"]?.int
         job.priority = row["priority"]?.int ?? 0
+        job.notes = (row["notes"]?.string ?? "").split(separator: "\n").map(String.init)
         return job
     }
 
@@ -189,6 +194,11 @@ public final class SQLiteJobStore: JobStore {
             state = ?, error = ?, crashes = crashes + ?, not_before = ?, token = NULL, owner = NULL,
             lease_expires = NULL, updated = ?, moved_to = ?
             """, [retryAt == nil ? "failed" : "queued", error, crashed ? 1 : 0, retryAt, now, movedTo], states: "'running', 'finishing'")
+    }
+
+    public func addNote(id: Int64, _ note: String) throws {
+        let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
+        try locked { try db.query("UPDATE jobs SET notes = notes || ? WHERE id = ? AND instr(notes, ?) = 0", [line, id, line]) }
     }
 
     public func markStayed(id: Int64) throws {

@@ -12,7 +12,7 @@ struct QueueCommand: ParsableCommand {
         subcommands: [List.self, Retry.self, Cancel.self, Pause.self, Resume.self, Priority.self])
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Every job: file, state, progress, fps, ETA, attempts, error.")
+        static let configuration = CommandConfiguration(abstract: "Every job: file, state, progress, fps, ETA, attempts, error, notes.")
         @Argument(help: "The watched folder.") var folder: String?
         @OptionGroup var queue: QueueOption
         @Flag(help: "One JSON object: the jobs and the queue's ETA.") var json = false
@@ -37,7 +37,7 @@ struct QueueCommand: ParsableCommand {
             // A job shown running whose watcher is gone (killed, machine restarted) showed its last
             // fps and ETA for good, as if it were still at work.
             let watched = FolderLock.isHeld(folder: root)
-            print(["id", "file", "state", "progress", "fps", "ETA", "tries", "error"].joined(separator: "\t"))
+            print(["id", "file", "state", "progress", "fps", "ETA", "tries", "error", "notes"].joined(separator: "\t"))
             for job in jobs {
                 let progress = job.framesTotal.map { total in total > 0 ? "\(min(100, job.framesDone * 100 / total))%" : "-" }
                     ?? (job.state == .done ? "100%" : "-")
@@ -45,7 +45,7 @@ struct QueueCommand: ParsableCommand {
                 let fps = active ? job.fps.map { String(format: "%.1f", $0) } ?? "-" : "-"
                 let eta = active ? QueueActions.runningETA(job).map(clock) ?? "-" : "-"
                 let state = !watched && (job.state == .running || job.state == .finishing) ? "interrupted" : job.state.rawValue
-                print(["\(job.id)", job.source, state, progress, fps, eta, "\(job.attempts)", job.error ?? ""].joined(separator: "\t"))
+                print(["\(job.id)", job.source, state, progress, fps, eta, "\(job.attempts)", job.error ?? "", job.notes.joined(separator: " ")].joined(separator: "\t"))
             }
             if !watched && jobs.contains(where: { $0.state == .running || $0.state == .finishing }) {
                 print("no watcher is running on '\(root.root)': its interrupted jobs start again when 'upscale watch \(root.root)' runs")

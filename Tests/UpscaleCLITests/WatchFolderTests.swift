@@ -67,6 +67,7 @@ final class WatchFolderTests: XCTestCase {
             let settings: [String]
             let output: String?
             let error: String?
+            let notes: [String]
         }
         let paused: Bool
         let etaSeconds: Double?
@@ -105,13 +106,20 @@ final class WatchFolderTests: XCTestCase {
 
     /// A job's notes reach the watcher's console: they were only in the job's log file, so a
     /// damaged picture filled in, an animation cut to its first frame or a clip made smaller was
-    /// reported as plainly "done". The plain command says each once.
+    /// reported as plainly "done". The plain command says each once. They stay on the job:
+    /// `queue list` (and --json, and the dashboard) shows them after the watcher is gone.
     func testAJobsNotesAreShownByTheWatcher() throws {
         try drop(Self.clip, as: "clip.mp4")
         let run = try watchOnceLogged(["--scale", "0.5", "--preset", "ultrafast"])
         XCTAssertEqual(run.status, 0, run.stderr)
-        let note = "note on 'clip.mp4': '\(inbox.path)/clip.mp4' is shown at 768x576; --scale 0.5 makes it smaller, 384x288 (Lanczos only)"
+        let said = "'\(inbox.path)/clip.mp4' is shown at 768x576; --scale 0.5 makes it smaller, 384x288 (Lanczos only)"
+        let note = "note on 'clip.mp4': " + said
         XCTAssertEqual(run.stderr.components(separatedBy: note).count - 1, 1, run.stderr)
+        XCTAssertEqual(try listing().jobs.map(\.notes), [[said]])
+        let list = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "list", inbox.path], timeout: 60)
+        let rows = list.stderr.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+        XCTAssertEqual(rows.first?.last, "notes", list.stderr)
+        XCTAssertEqual(rows.dropFirst().first?.last.map(String.init), said, list.stderr)
         let plain = try upscale([Self.clip.path, "--scale", "0.5", "--preset", "ultrafast", "--output", inbox.appendingPathComponent("Upscaled").path + "/", "--overwrite"])
         XCTAssertEqual(plain.status, 0, plain.stderr)
         XCTAssertEqual(plain.stderr.components(separatedBy: "makes it smaller").count - 1, 1, plain.stderr)

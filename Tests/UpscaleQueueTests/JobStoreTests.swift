@@ -141,8 +141,13 @@ final class JobStoreTests: XCTestCase {
                 """)
         }
         let store = try SQLiteJobStore(path: path)
-        XCTAssertEqual(try store.setting("schema"), "3")
+        XCTAssertEqual(try store.setting("schema"), "4")
         XCTAssertEqual(try store.list().map(\.source), ["old.mov"])
+        // Schema 4: notes, each once.
+        let old = try XCTUnwrap(store.list().first)
+        XCTAssertEqual(old.notes, [])
+        for note in ["captions dropped", "a picture filled in", "captions dropped"] { try store.addNote(id: old.id, note) }
+        XCTAssertEqual(try store.job(id: old.id)?.notes, ["captions dropped", "a picture filled in"])
         let a = try XCTUnwrap(store.enqueue(source: "a.mov", size: 1, modified: 1, settings: []))
         let b = try XCTUnwrap(store.enqueue(source: "b.mov", size: 1, modified: 1, settings: []))
         XCTAssertTrue(try store.setPriority(id: b.id, priority: 3))
