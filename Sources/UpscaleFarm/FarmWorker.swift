@@ -39,7 +39,11 @@ public final class FarmWorker: @unchecked Sendable {
     /// claimed again by this worker.
     private var blind: [Int64: String] = [:]
 
-    /// The jobs this worker could not see the files of, with the folder it missed.
+    /// The start of an `unseen` entry for a job left because this machine cannot open its encoder.
+    public static let encoderMissing = "cannot open "
+
+    /// The jobs this worker could not see the files of, with the folder it missed (or the
+    /// encoder it lacks: `encoderMissing`).
     public var unseen: [Int64: String] {
         statsLock.lock()
         defer { statsLock.unlock() }
@@ -224,6 +228,10 @@ public final class FarmWorker: @unchecked Sendable {
         do {
             var job = try planJob(record.settings, input, output)
             Self.shareThreads(of: &job, threads: threads, slots: slots)
+            // HEVC `auto`: the encoder the job's first chunk was made with makes this one too (on
+            // a farm where some machines have a GPU encoder, chunks of two encoders do not join).
+            let auto = job.encoder.codec == .hevc && job.encoder.hevcEncoder == nil
+            if auto, let made = record.encoder { job.encoder.hevcEncoder = made }
             let work = ChunkedJob.workFolder(for: job.output)
             do {
                 try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -237,7 +245,15 @@ public final class FarmWorker: @unchecked Sendable {
             let path = (work as NSString).appendingPathComponent(String(format: "chunk-%05d.", task.index) + task.token.prefix(8) + ".chunk")
             job.chunk = ChunkTask(range: task.range, path: path, keyframeInterval: record.longestChunk)
             logger.notice("\(owner): \(what)")
-            let summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
+            let summary: TranscodeSummary
+            do {
+                summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
+            } catch let error as UpscaleError where auto && record.encoder != nil && Transcoder.isUnavailable(error, encoder: record.encoder!) {
+                // This machine lacks the encoder the job's chunks are made with: left to others.
+                try leave(task, reason: "cannot open \(record.encoder!)", blind: Self.encoderMissing + record.encoder!,
+                          log: "\(owner): job \(task.jobID)'s chunks are made with \(record.encoder!), which this machine cannot open (\(error)); leaving it to the other workers")
+                return
+            }
             if beat.lost {
                 unlink(path)
                 count { $0.discarded += 1 }
@@ -247,12 +263,18 @@ public final class FarmWorker: @unchecked Sendable {
             if summary.droppedCaptions { notes.append(Transcoder.captionsNote(record.input, codec: job.encoder.codec)) }
             if summary.droppedHDR10Plus { notes.append(Transcoder.hdr10PlusNote(record.input, codec: job.encoder.codec)) }
             for note in notes { logger.notice("\(what): \(note)") }
-            switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds, notes: notes) {
+            switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds, notes: notes,
+                                      encoder: auto ? summary.encoderName : nil) {
             case .done:
                 count { $0.chunks += 1 }
             case .stale:
                 unlink(path)
                 count { $0.discarded += 1 }
+            case .otherEncoder(let made):
+                // Another worker's chunk of this job finished first, with another encoder.
+                unlink(path)
+                count { $0.discarded += 1 }
+                logger.notice("\(what) was made with \(summary.encoderName), the job's other chunks with \(made); queued again to be made with it")
             }
         } catch {
             if let lost = error as? FarmError, lost.nameTaken { throw lost }
@@ -428,7 +450,7 @@ public final class FarmWorker: @unchecked Sendable {
         switch try queue.complete(task, checksum: 0, seconds: 0) {
         case .done:
             try? FileManager.default.removeItem(atPath: work)
-        case .stale:
+        case .stale, .otherEncoder:
             // Another worker took the join over; its output is as good as this one.
             count { $0.discarded += 1 }
             return false

@@ -71,6 +71,8 @@ public struct FarmJob: Sendable, Codable, Equatable {
     /// What its output does not keep, one note each (captions, HDR10+ metadata), as the
     /// plain command says it; the workers whose chunks found it add them.
     public var notes: [String] = []
+    /// For HEVC `auto`: the encoder its first finished chunk was made with, which makes the rest.
+    public var encoder: String?
 
     /// The error in one line: what failed and the last attempt's reason ("chunk 4 failed 3
     /// times: '…' has undecodable video at …"); the first line alone named no reason.
@@ -404,6 +406,9 @@ public final class PostgresQueue: @unchecked Sendable {
                 // What the output does not keep (captions, HDR10+ metadata), one line each, said
                 // by the workers whose chunks found it: the plain command prints these notes.
                 try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS notes text NOT NULL DEFAULT ''")
+                // The HEVC encoder an `auto` job's first finished chunk was made with: every other
+                // chunk is made with it too (the join refuses chunks of two encoders).
+                try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS encoder text")
                 try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '3') ON CONFLICT (key) DO UPDATE SET value = '3'")
             }
         }
@@ -502,20 +507,39 @@ public final class PostgresQueue: @unchecked Sendable {
         case done(joinQueued: Bool)
         /// The claim was no longer valid: nothing was written.
         case stale
+        /// Made with another encoder than the job's other chunks (`FarmJob.encoder`, named
+        /// here): queued again, its attempt not counted.
+        case otherEncoder(String)
     }
 
     /// A chunk encoded and checked (`frames` = its range) into its file, or the join written.
     /// `notes`: what the chunk's output does not keep (`Transcoder.captionsNote`…), added to
-    /// the job's notes once each.
-    public func complete(_ task: FarmTask, checksum: UInt64, seconds: Double, notes: [String] = []) throws -> Completion {
+    /// the job's notes once each. `encoder`: for HEVC `auto`, the encoder the chunk was made
+    /// with; the first becomes the job's (`FarmJob.encoder`), another sends the chunk back.
+    public func complete(_ task: FarmTask, checksum: UInt64, seconds: Double, notes: [String] = [],
+                         encoder: String? = nil) throws -> Completion {
         try transaction { c in
-            try run(c, "SELECT id FROM upscale_jobs WHERE id = \(task.jobID) FOR UPDATE")
+            let pinned = try run(c, "SELECT encoder FROM upscale_jobs WHERE id = \(task.jobID) FOR UPDATE").rows.first
+                .flatMap { try $0.decode(String?.self) }
+            if let encoder, let pinned, encoder != pinned {
+                let requeued = try run(c, """
+                    UPDATE upscale_tasks SET state = 'queued', owner = NULL, token = NULL, lease_expires = NULL, frames_done = 0,
+                        fps = NULL, attempts = greatest(attempts - 1, 0)
+                    WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
+                    """).metadata.rows ?? 0
+                guard requeued == 1 else { return .stale }
+                try run(c, "NOTIFY \(unescaped: Self.channel)")
+                return .otherEncoder(pinned)
+            }
             let updated = try run(c, """
                 UPDATE upscale_tasks SET state = 'done', checksum = \(Int64(bitPattern: checksum)), lease_expires = NULL,
                     finished = now(), seconds = \(seconds), frames_done = frames
                 WHERE job_id = \(task.jobID) AND idx = \(task.index) AND token = \(task.token)::uuid AND state = 'running'
                 """).metadata.rows ?? 0
             guard updated == 1 else { return .stale }
+            if let encoder, pinned == nil {
+                try run(c, "UPDATE upscale_jobs SET encoder = \(encoder) WHERE id = \(task.jobID)")
+            }
             for note in notes {
                 let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
                 try run(c, "UPDATE upscale_jobs SET notes = notes || \(line) WHERE id = \(task.jobID) AND strpos(notes, \(line)) = 0")
@@ -651,7 +675,7 @@ public final class PostgresQueue: @unchecked Sendable {
                     sum(t.frames) FILTER (WHERE t.idx >= 0 AND t.state = 'done') / nullif(sum(t.seconds) FILTER (WHERE t.idx >= 0 AND t.state = 'done'), 0),
                     coalesce(max(t.frames) FILTER (WHERE t.idx >= 0), 1),
                     coalesce(max(t.attempts), 0), extract(epoch FROM j.created)::float8, extract(epoch FROM j.finished)::float8,
-                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8, j.input_size, j.input_mtime, j.notes
+                    sum(t.fps) FILTER (WHERE t.state = 'running')::float8, j.input_size, j.input_mtime, j.notes, j.encoder
                 FROM upscale_jobs j LEFT JOIN upscale_tasks t ON t.job_id = j.id
                 """
             query.sql += " " + filter.sql + " GROUP BY j.id ORDER BY j.id"
@@ -674,6 +698,7 @@ public final class PostgresQueue: @unchecked Sendable {
                     job.identity = InputIdentity(size: size, modified: modified)
                 }
                 job.notes = try columns[21].decode(String.self).split(separator: "\n").map(String.init)
+                job.encoder = try columns[22].decode(String?.self)
                 return job
             }
         }

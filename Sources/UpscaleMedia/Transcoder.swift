@@ -59,6 +59,13 @@ extension Transcoder {
         return "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or \(extract)"
     }
 
+    private static func unavailable(_ encoder: String) -> String { "the \(encoder) encoder is not available here" }
+
+    /// Whether `error` says that the named hardware `encoder` could not be opened on this machine.
+    public static func isUnavailable(_ error: UpscaleError, encoder: String) -> Bool {
+        error.message.hasPrefix(unavailable(encoder))
+    }
+
     /// The note for HDR10+ dynamic metadata (SMPTE ST 2094-40) the output does not keep: it was
     /// dropped without a word. HEVC output keeps it (`HDR10Plus`).
     public static func hdr10PlusNote(_ input: String, codec: VideoCodec) -> String {
@@ -271,7 +278,7 @@ public final class Transcoder {
         }
         guard let encoder else {
             if let named = job.encoder.hevcEncoder, named != "libx265" {
-                throw UpscaleError(.processing, "the \(named) encoder is not available here (\(lastError.map { "\($0)" } ?? "no device")); use --encoder auto or libx265")
+                throw UpscaleError(.processing, Self.unavailable(named) + " (\(lastError.map { "\($0)" } ?? "no device")); use --encoder auto or libx265")
             }
             // A picture size the encoder refuses (x265 takes no extreme shapes such as 5120x16):
             // said of this file, with a way out.

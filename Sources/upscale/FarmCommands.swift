@@ -171,8 +171,13 @@ struct WorkerCommand: ParsableCommand {
         }
         let unseen = worker.unseen
         if !unseen.isEmpty {
-            let list = unseen.keys.sorted().map { "job \($0) (\(unseen[$0]!))" }.joined(separator: ", ")
-            throw CLIError(status: 1, "this machine could not see or write the files of \(list); check --map and that the shares are mounted, read-write for the outputs (those jobs were left to other workers)")
+            let files = unseen.filter { !$0.value.hasPrefix(FarmWorker.encoderMissing) }
+            let encoders = unseen.filter { $0.value.hasPrefix(FarmWorker.encoderMissing) }
+            func list(_ jobs: [Int64: String]) -> String { jobs.keys.sorted().map { "job \($0) (\(jobs[$0]!))" }.joined(separator: ", ") }
+            var problems: [String] = []
+            if !files.isEmpty { problems.append("could not see or write the files of \(list(files)); check --map and that the shares are mounted, read-write for the outputs") }
+            if !encoders.isEmpty { problems.append("lacks the encoder of \(list(encoders)), which the rest of their chunks need") }
+            throw CLIError(status: 1, "this machine " + problems.joined(separator: "; it ") + " (those jobs were left to other workers)")
         }
         // As `watch --once`: a script learns that something failed (each failure was said above).
         if once && stats.failures > 0 { throw ExitCode(1) }

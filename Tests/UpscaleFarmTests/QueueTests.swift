@@ -86,6 +86,31 @@ final class QueueTests: XCTestCase {
         XCTAssertEqual(try q.chunkChecksums(job: id)[old.index], 7)
     }
 
+    /// HEVC `auto` on a farm where some machines have a GPU encoder: the first finished chunk's
+    /// encoder becomes the job's, a chunk another worker made with another encoder meanwhile
+    /// goes back to be made again (its attempt not counted), and one made with the same joins.
+    func testTheFirstFinishedChunksEncoderMakesTheRest() throws {
+        let q = try queue()
+        try q.execute("UPDATE upscale_jobs SET state = 'done'")
+        let id = try submit(q, chunks: 3)
+        let a = try XCTUnwrap(try q.claim(owner: "gpu", lease: 60))
+        let b = try XCTUnwrap(try q.claim(owner: "cpu", lease: 60))
+        XCTAssertNil(try q.job(id: id)?.encoder)
+        XCTAssertEqual(try q.complete(a, checksum: 1, seconds: 1, encoder: "hevc_nvenc"), .done(joinQueued: false))
+        XCTAssertEqual(try q.job(id: id)?.encoder, "hevc_nvenc")
+        XCTAssertEqual(try q.complete(b, checksum: 2, seconds: 1, encoder: "libx265"), .otherEncoder("hevc_nvenc"))
+        XCTAssertEqual(try q.job(id: id)?.encoder, "hevc_nvenc")
+        XCTAssertNil(try q.chunkChecksums(job: id)[b.index])
+        let again = try XCTUnwrap(try q.claim(owner: "gpu", lease: 60))
+        let c = try XCTUnwrap(try q.claim(owner: "gpu", lease: 60))
+        XCTAssertEqual(Set([again.index, c.index]), Set([b.index, 2]))
+        XCTAssertEqual((again.index == b.index ? again : c).attempts, 1, "the chunk sent back counted an attempt")
+        XCTAssertEqual(try q.complete(again, checksum: 3, seconds: 1, encoder: "hevc_nvenc"), .done(joinQueued: false))
+        XCTAssertEqual(try q.complete(c, checksum: 4, seconds: 1, encoder: "hevc_nvenc"), .done(joinQueued: true))
+        // A stale claim is refused before its encoder is looked at.
+        XCTAssertEqual(try q.complete(b, checksum: 2, seconds: 1, encoder: "libx265"), .stale)
+    }
+
     /// The two last chunks of a job finishing at the same instant: exactly one completion
     /// creates the join, never none and never two (20 jobs).
     func testJoinIsCreatedExactlyOnceWhenTheLastChunksFinishTogether() throws {

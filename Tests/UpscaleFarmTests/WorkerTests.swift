@@ -647,6 +647,33 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(board.jobs.map(\.notes), [[note], []])
     }
 
+    /// HEVC `auto` chunks are all made with the encoder the job's first finished chunk was
+    /// made with: a worker that cannot open it (a machine without the GPU) leaves the job to
+    /// the others, its attempts uncounted, and says so in one line; one that can makes them.
+    func testAWorkerWithoutTheJobsEncoderLeavesItToOthers() throws {
+        let dir = try workspace()
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "1", "--preset", "ultrafast", "--no-refine", "--threads", "1"])
+        let q = try queue()
+        let id = try XCTUnwrap(try q.list().first?.id)
+        // As if a worker with an NVIDIA GPU had finished the job's first chunk.
+        try q.execute("UPDATE upscale_jobs SET encoder = 'hevc_nvenc' WHERE id = \(id)")
+        let (p, out) = try start(["worker", "--once"])
+        let text = finish((p, out))
+        XCTAssertEqual(p.terminationStatus, 1, text)
+        XCTAssertTrue(text.contains("this machine lacks the encoder of job \(id) (cannot open hevc_nvenc), which the rest of their chunks need (those jobs were left to other workers)"), text)
+        let left = try XCTUnwrap(try q.job(id: id))
+        XCTAssertEqual(left.state, "queued")
+        XCTAssertEqual(left.chunksDone, 0)
+        XCTAssertEqual(left.attempts, 0, "leaving counted an attempt")
+        try q.execute("UPDATE upscale_jobs SET encoder = 'libx265' WHERE id = \(id)")
+        let made = finish(try start(["worker", "--once"]))
+        let job = try XCTUnwrap(try q.job(id: id))
+        XCTAssertEqual(job.state, "done", made)
+        XCTAssertEqual(job.encoder, "libx265")
+        XCTAssertEqual(try MediaProbe.info(job.output).video?.codec, "hevc")
+    }
+
     /// An output folder a worker sees but cannot write in (a share mounted read-only on that
     /// machine) is that machine's problem, as one it cannot see: the task goes back uncounted,
     /// the job is left to other workers, and the worker names the folder with the system's
