@@ -42,12 +42,19 @@ public final class FarmWorker: @unchecked Sendable {
     /// The start of an `unseen` entry for a job left because this machine cannot open its encoder.
     public static let encoderMissing = "cannot open "
 
+    /// Jobs whose encoder this machine could not open, left to other workers for
+    /// `encoderRetry` seconds: a GPU out of sessions or memory is one for a while only.
+    private var leftForEncoder: [Int64: (encoder: String, until: Date)] = [:]
+    static let encoderRetry = 300.0
+
     /// The jobs this worker could not see the files of, with the folder it missed (or the
     /// encoder it lacks: `encoderMissing`).
     public var unseen: [Int64: String] {
         statsLock.lock()
         defer { statsLock.unlock() }
-        return blind
+        var jobs = blind
+        for (job, left) in leftForEncoder where left.until > Date() { jobs[job] = Self.encoderMissing + left.encoder }
+        return jobs
     }
     private var pausedWork = false
 
@@ -249,9 +256,17 @@ public final class FarmWorker: @unchecked Sendable {
             do {
                 summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
             } catch let error as UpscaleError where auto && record.encoder != nil && Transcoder.isUnavailable(error, encoder: record.encoder!) {
-                // This machine lacks the encoder the job's chunks are made with: left to others.
-                try leave(task, reason: "cannot open \(record.encoder!)", blind: Self.encoderMissing + record.encoder!,
-                          log: "\(owner): job \(task.jobID)'s chunks are made with \(record.encoder!), which this machine cannot open (\(error)); leaving it to the other workers")
+                // This machine cannot open the encoder the job's chunks are made with: left to
+                // others for a while, and the job says what it waits for.
+                let made = record.encoder!
+                try queue.release(task, reason: "worker \(name) cannot open \(made)")
+                statsLock.lock()
+                let first = leftForEncoder.updateValue((made, Date().addingTimeInterval(Self.encoderRetry)), forKey: task.jobID) == nil
+                statsLock.unlock()
+                if first {
+                    logger.error("\(owner): job \(task.jobID)'s chunks are made with \(made), which this machine cannot open (\(error)); leaving it to the other workers")
+                    try? queue.addNote(job: task.jobID, "its chunks are made with \(made), the encoder of its first finished chunk: workers that cannot open it leave it to those that can (to make it on any machine, cancel it and submit it again with --encoder libx265)")
+                }
                 return
             }
             if beat.lost {

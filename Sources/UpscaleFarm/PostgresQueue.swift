@@ -127,7 +127,7 @@ public struct ChunkRun: Sendable, Equatable {
 /// task went to another) has its writes refused. Completions lock the job row, so exactly one
 /// of two chunks finishing at the same instant sees that none is left and creates the join.
 public final class PostgresQueue: @unchecked Sendable {
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
     /// Workers are told about new work on this channel (empty payload), and about cancelled
     /// jobs (`cancelPayload`).
     public static let channel = "upscale_work"
@@ -406,10 +406,13 @@ public final class PostgresQueue: @unchecked Sendable {
                 // What the output does not keep (captions, HDR10+ metadata), one line each, said
                 // by the workers whose chunks found it: the plain command prints these notes.
                 try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS notes text NOT NULL DEFAULT ''")
+                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '3') ON CONFLICT (key) DO UPDATE SET value = '3'")
+            }
+            if version < 4 {
                 // The HEVC encoder an `auto` job's first finished chunk was made with: every other
                 // chunk is made with it too (the join refuses chunks of two encoders).
                 try run(c, "ALTER TABLE upscale_jobs ADD COLUMN IF NOT EXISTS encoder text")
-                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '3') ON CONFLICT (key) DO UPDATE SET value = '3'")
+                try run(c, "INSERT INTO upscale_meta (key, value) VALUES ('schema', '4') ON CONFLICT (key) DO UPDATE SET value = '4'")
             }
         }
     }
@@ -540,10 +543,7 @@ public final class PostgresQueue: @unchecked Sendable {
             if let encoder, pinned == nil {
                 try run(c, "UPDATE upscale_jobs SET encoder = \(encoder) WHERE id = \(task.jobID)")
             }
-            for note in notes {
-                let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
-                try run(c, "UPDATE upscale_jobs SET notes = notes || \(line) WHERE id = \(task.jobID) AND strpos(notes, \(line)) = 0")
-            }
+            for note in notes { try appendNote(c, job: task.jobID, note) }
             if task.isJoin {
                 try run(c, "UPDATE upscale_jobs SET state = 'done', updated = now(), finished = now() WHERE id = \(task.jobID)")
                 return .done(joinQueued: false)
@@ -559,6 +559,16 @@ public final class PostgresQueue: @unchecked Sendable {
             try run(c, "NOTIFY \(unescaped: Self.channel)")
             return .done(joinQueued: true)
         }
+    }
+
+    /// Adds `note` to the job's notes (`FarmJob.notes`) unless it has it.
+    public func addNote(job: Int64, _ note: String) throws {
+        try with { c in try appendNote(c, job: job, note) }
+    }
+
+    private func appendNote(_ c: PostgresConnection, job: Int64, _ note: String) throws {
+        let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
+        try run(c, "UPDATE upscale_jobs SET notes = notes || \(line) WHERE id = \(job) AND strpos(notes, \(line)) = 0")
     }
 
     /// A task that failed: queued again, or after `maxAttempts` the job fails with every reason.

@@ -207,7 +207,7 @@ public final class SQLiteJobStore: JobStore {
 
     public func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool {
         try update(claim, """
-            state = 'queued', size = ?, modified = ?, error = 'the file changed while queued; waiting for it to settle',
+            state = 'queued', size = ?, modified = ?, error = 'the file changed while queued; waiting for it to settle', notes = '',
             not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
             """, [size, modified, retryAt, now], states: "'running', 'finishing'")
     }
@@ -215,7 +215,7 @@ public final class SQLiteJobStore: JobStore {
     public func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool {
         try locked {
             try db.query("""
-                UPDATE jobs SET state = 'queued', source = ?, size = ?, modified = ?, attempts = 0, crashes = 0, error = NULL,
+                UPDATE jobs SET state = 'queued', source = ?, size = ?, modified = ?, attempts = 0, crashes = 0, error = NULL, notes = '',
                     not_before = NULL, moved_to = NULL, output = NULL, stayed = 0, updated = ? WHERE id = ? AND state IN ('failed', 'cancelled')
                 """, [source, size, modified, now, id])
             return db.changes == 1
@@ -312,7 +312,7 @@ public final class SQLiteJobStore: JobStore {
         let (filter, values) = sourceFilter(sources)
         return try locked {
             try db.query("""
-                UPDATE jobs SET state = 'queued', attempts = 0, crashes = 0, error = NULL, not_before = NULL, stayed = 0, updated = ?
+                UPDATE jobs SET state = 'queued', attempts = 0, crashes = 0, error = NULL, not_before = NULL, stayed = 0, notes = '', updated = ?
                 WHERE state IN ('failed', 'cancelled')\(filter)
                 """, [now] + values)
             return db.changes

@@ -512,10 +512,9 @@ final class RunningJob: @unchecked Sendable {
             // On the watcher's console too: it was only in the job's log file, and a damaged
             // picture filled in or an animation cut to its first frame was reported "done".
             // Once a job (a run again after a full disk said it again).
-            if watcher.firstTime(note: text, job: claim.job.id) {
-                watcher.log("note on '\(claim.job.source)': \(text)")
-                try? store.addNote(id: claim.job.id, text)
-            }
+            if watcher.firstTime(note: text, job: claim.job.id) { watcher.log("note on '\(claim.job.source)': \(text)") }
+            // Kept with the job (once there; a file changed or retried starts with none).
+            try? store.addNote(id: claim.job.id, text)
             return
         }
         lock.withLock {

@@ -666,6 +666,9 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(left.state, "queued")
         XCTAssertEqual(left.chunksDone, 0)
         XCTAssertEqual(left.attempts, 0, "leaving counted an attempt")
+        // What it waits for is on the job, where `queue list` and the dashboard show it.
+        XCTAssertEqual(left.notes.count, 1)
+        XCTAssertTrue(left.notes.first?.hasPrefix("its chunks are made with hevc_nvenc") == true, "\(left.notes)")
         try q.execute("UPDATE upscale_jobs SET encoder = 'libx265' WHERE id = \(id)")
         let made = finish(try start(["worker", "--once"]))
         let job = try XCTUnwrap(try q.job(id: id))

@@ -60,7 +60,7 @@ final class PicturePoolTests: XCTestCase {
     /// Without a limit (encoders that keep pictures, or work inside the call) nothing waits.
     func testAnUnlimitedPoolMakesAPictureWheneverNoneIsFree() throws {
         let pool = PicturePool(width: 64, height: 32, highBitDepth: false)
-        let pictures = (0..<3).compactMap { _ in base(pool.take()) }
-        XCTAssertEqual(Set(pictures).count, 3)
+        let pictures = (0..<3).compactMap { _ in pool.take() }
+        XCTAssertEqual(Set(pictures.compactMap(base)).count, 3)
     }
 }

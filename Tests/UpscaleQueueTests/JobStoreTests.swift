@@ -148,6 +148,12 @@ final class JobStoreTests: XCTestCase {
         XCTAssertEqual(old.notes, [])
         for note in ["captions dropped", "a picture filled in", "captions dropped"] { try store.addNote(id: old.id, note) }
         XCTAssertEqual(try store.job(id: old.id)?.notes, ["captions dropped", "a picture filled in"])
+        // A job run again (retried, or its file changed) starts with no notes.
+        let claim = try XCTUnwrap(try store.claim(owner: "t", lease: 30, now: 2))
+        XCTAssertEqual(claim.job.id, old.id)
+        XCTAssertTrue(try store.fail(claim, error: "x", crashed: false, retryAt: nil, movedTo: nil, now: 3))
+        XCTAssertEqual(try store.retry(sources: ["old.mov"], now: 4), 1)
+        XCTAssertEqual(try store.job(id: old.id)?.notes, [])
         let a = try XCTUnwrap(store.enqueue(source: "a.mov", size: 1, modified: 1, settings: []))
         let b = try XCTUnwrap(store.enqueue(source: "b.mov", size: 1, modified: 1, settings: []))
         XCTAssertTrue(try store.setPriority(id: b.id, priority: 3))
