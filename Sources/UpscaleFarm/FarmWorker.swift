@@ -39,22 +39,23 @@ public final class FarmWorker: @unchecked Sendable {
     /// claimed again by this worker.
     private var blind: [Int64: String] = [:]
 
-    /// The start of an `unseen` entry for a job left because this machine cannot open its encoder.
-    public static let encoderMissing = "cannot open "
-
     /// Jobs whose encoder this machine could not open, left to other workers for
     /// `encoderRetry` seconds: a GPU out of sessions or memory is one for a while only.
     private var leftForEncoder: [Int64: (encoder: String, until: Date)] = [:]
     static let encoderRetry = 300.0
 
-    /// The jobs this worker could not see the files of, with the folder it missed (or the
-    /// encoder it lacks: `encoderMissing`).
+    /// The jobs this worker could not see the files of, with the folder it missed.
     public var unseen: [Int64: String] {
         statsLock.lock()
         defer { statsLock.unlock() }
-        var jobs = blind
-        for (job, left) in leftForEncoder where left.until > Date() { jobs[job] = Self.encoderMissing + left.encoder }
-        return jobs
+        return blind
+    }
+
+    /// The jobs left to other workers now because this machine cannot open their encoder, with it.
+    public var lackingEncoder: [Int64: String] {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return leftForEncoder.filter { $0.value.until > Date() }.mapValues(\.encoder)
     }
     private var pausedWork = false
 
@@ -163,7 +164,7 @@ public final class FarmWorker: @unchecked Sendable {
                     logger.notice("requeued \(rescued) task(s) whose worker stopped answering")
                 }
             }
-            let excluded = Array(unseen.keys)
+            let excluded = Array(unseen.keys) + Array(lackingEncoder.keys)
             guard let task = try queue.claim(owner: owner, lease: lease, excluding: excluded) else {
                 if once, try !queue.hasOpenWork(excluding: excluded) { return }
                 if once, try queue.isPaused() {
@@ -238,7 +239,8 @@ public final class FarmWorker: @unchecked Sendable {
             // HEVC `auto`: the encoder the job's first chunk was made with makes this one too (on
             // a farm where some machines have a GPU encoder, chunks of two encoders do not join).
             let auto = job.encoder.codec == .hevc && job.encoder.hevcEncoder == nil
-            if auto, let made = record.encoder { job.encoder.hevcEncoder = made }
+            let pinned = auto ? record.encoder : nil
+            if let pinned { job.encoder.hevcEncoder = pinned }
             let work = ChunkedJob.workFolder(for: job.output)
             do {
                 try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -255,10 +257,10 @@ public final class FarmWorker: @unchecked Sendable {
             let summary: TranscodeSummary
             do {
                 summary = try Transcoder(job: job, logger: logger).run(cancel: flag) { p in beat.frames = p.framesDone }
-            } catch let error as UpscaleError where auto && record.encoder != nil && Transcoder.isUnavailable(error, encoder: record.encoder!) {
+            } catch let error as UpscaleError where pinned.map({ Transcoder.isUnavailable(error, encoder: $0) }) ?? false {
                 // This machine cannot open the encoder the job's chunks are made with: left to
                 // others for a while, and the job says what it waits for.
-                let made = record.encoder!
+                let made = pinned!
                 try queue.release(task, reason: "worker \(name) cannot open \(made)")
                 statsLock.lock()
                 let first = leftForEncoder.updateValue((made, Date().addingTimeInterval(Self.encoderRetry)), forKey: task.jobID) == nil
@@ -274,9 +276,8 @@ public final class FarmWorker: @unchecked Sendable {
                 count { $0.discarded += 1 }
                 return
             }
-            var notes: [String] = []
-            if summary.droppedCaptions { notes.append(Transcoder.captionsNote(record.input, codec: job.encoder.codec)) }
-            if summary.droppedHDR10Plus { notes.append(Transcoder.hdr10PlusNote(record.input, codec: job.encoder.codec)) }
+            let notes = Transcoder.droppedNotes(record.input, codec: job.encoder.codec, captions: summary.droppedCaptions,
+                                                hdr10Plus: summary.droppedHDR10Plus)
             for note in notes { logger.notice("\(what): \(note)") }
             switch try queue.complete(task, checksum: summary.checksum, seconds: summary.seconds, notes: notes,
                                       encoder: auto ? summary.encoderName : nil) {

@@ -4,6 +4,7 @@ import NIOCore
 import NIOSSL
 import PostgresNIO
 import UpscaleMedia
+import UpscaleQueue
 
 /// A task of a job in the shared queue: one chunk to encode, or (index -1) the join.
 public struct FarmTask: Sendable, Equatable {
@@ -567,7 +568,7 @@ public final class PostgresQueue: @unchecked Sendable {
     }
 
     private func appendNote(_ c: PostgresConnection, job: Int64, _ note: String) throws {
-        let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
+        let line = JobNotes.line(note)
         try run(c, "UPDATE upscale_jobs SET notes = notes || \(line) WHERE id = \(job) AND strpos(notes, \(line)) = 0")
     }
 
@@ -707,7 +708,7 @@ public final class PostgresQueue: @unchecked Sendable {
                 if let size = try columns[19].decode(Int64?.self), let modified = try columns[20].decode(Double?.self) {
                     job.identity = InputIdentity(size: size, modified: modified)
                 }
-                job.notes = try columns[21].decode(String.self).split(separator: "\n").map(String.init)
+                job.notes = JobNotes.list(try columns[21].decode(String.self))
                 job.encoder = try columns[22].decode(String?.self)
                 return job
             }

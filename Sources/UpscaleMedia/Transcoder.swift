@@ -59,6 +59,11 @@ extension Transcoder {
         return "'\(input)' carries closed captions inside its video (CEA-608/708); the upscaled video does not — use --codec hevc or h264 to keep them there, or \(extract)"
     }
 
+    /// The notes for what the output dropped of its pictures' own data: captions, HDR10+.
+    public static func droppedNotes(_ input: String, codec: VideoCodec, captions: Bool, hdr10Plus: Bool) -> [String] {
+        (captions ? [captionsNote(input, codec: codec)] : []) + (hdr10Plus ? [hdr10PlusNote(input, codec: codec)] : [])
+    }
+
     private static func unavailable(_ encoder: String) -> String { "the \(encoder) encoder is not available here" }
 
     /// Whether `error` says that the named hardware `encoder` could not be opened on this machine.
@@ -333,8 +338,8 @@ public final class Transcoder {
                 // pictures are missing there, with nothing but FFmpeg's log to say so.
                 logger.notice("\(MediaLibrary.skippedDataNote(job.input, places: MediaLibrary.demuxErrors - input.demuxErrorsAtOpen))")
             }
-            if decoder.dropsCaptions || encoder.lostCaptions { logger.notice("\(Self.captionsNote(job.input, codec: job.encoder.codec))") }
-            if decoder.dropsHDR10Plus || encoder.lostHDR10Plus { logger.notice("\(Self.hdr10PlusNote(job.input, codec: job.encoder.codec))") }
+            for note in Self.droppedNotes(job.input, codec: job.encoder.codec, captions: decoder.dropsCaptions || encoder.lostCaptions,
+                                          hdr10Plus: decoder.dropsHDR10Plus || encoder.lostHDR10Plus) { logger.notice("\(note)") }
             let placed = try output.finish(overwrite: job.overwrite, freeName: job.uniqueName)
             noteMendedDurations(output)
             return TranscodeSummary(output: placed, frames: frames, seconds: Date().timeIntervalSince(start),

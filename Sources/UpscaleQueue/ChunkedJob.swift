@@ -409,8 +409,8 @@ public final class ChunkedJob {
             if error.kind == .cancelled { throw UpscaleError(.cancelled, "interrupted while joining; \(kept)") }
             throw UpscaleError(.output, "\(reason); \(kept)")
         }
-        if (try? ledger.value("captions")) == "dropped" { logger.notice("\(Transcoder.captionsNote(job.input, codec: job.encoder.codec))") }
-        if (try? ledger.value("hdr10plus")) == "dropped" { logger.notice("\(Transcoder.hdr10PlusNote(job.input, codec: job.encoder.codec))") }
+        for note in Transcoder.droppedNotes(job.input, codec: job.encoder.codec, captions: (try? ledger.value("captions")) == "dropped",
+                                            hdr10Plus: (try? ledger.value("hdr10plus")) == "dropped") { logger.notice("\(note)") }
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         if TestHook.current == .stallAfterJoin { TestHook.stallForever() }
         try? fm.removeItem(atPath: workFolder)

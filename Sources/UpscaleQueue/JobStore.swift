@@ -53,6 +53,14 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var notes: [String] = []
 }
 
+/// Job notes as both queues (this store and the shared PostgreSQL one) keep them: a line each.
+public enum JobNotes {
+    /// `note` as stored: one line, ended.
+    public static func line(_ note: String) -> String { note.replacingOccurrences(of: "\n", with: " ") + "\n" }
+    /// The notes of a stored text.
+    public static func list(_ stored: String) -> [String] { stored.split(separator: "\n").map(String.init) }
+}
+
 /// A running job and the token every write about it must carry. A worker whose lease
 /// expired (and whose job was taken over) finds its token gone: its writes are refused.
 public struct JobClaim: Sendable {

@@ -102,7 +102,7 @@ public final class SQLiteJobStore: JobStore {
         job.outputWidth = row["out_width"]?.int
         job.outputHeight = row["out_height"]?.int
         job.priority = row["priority"]?.int ?? 0
-        job.notes = (row["notes"]?.string ?? "").split(separator: "\n").map(String.init)
+        job.notes = JobNotes.list(row["notes"]?.string ?? "")
         return job
     }
 
@@ -197,7 +197,7 @@ public final class SQLiteJobStore: JobStore {
     }
 
     public func addNote(id: Int64, _ note: String) throws {
-        let line = note.replacingOccurrences(of: "\n", with: " ") + "\n"
+        let line = JobNotes.line(note)
         try locked { try db.query("UPDATE jobs SET notes = notes || ? WHERE id = ? AND instr(notes, ?) = 0", [line, id, line]) }
     }
 

@@ -169,14 +169,14 @@ struct WorkerCommand: ParsableCommand {
         if worker.stoppedPaused {
             throw CLIError(status: 1, "the queue is paused: its open jobs were left undone (upscale queue resume --queue …)")
         }
-        let unseen = worker.unseen
-        if !unseen.isEmpty {
-            let files = unseen.filter { !$0.value.hasPrefix(FarmWorker.encoderMissing) }
-            let encoders = unseen.filter { $0.value.hasPrefix(FarmWorker.encoderMissing) }
-            func list(_ jobs: [Int64: String]) -> String { jobs.keys.sorted().map { "job \($0) (\(jobs[$0]!))" }.joined(separator: ", ") }
+        let unseen = worker.unseen, lacking = worker.lackingEncoder
+        if !unseen.isEmpty || !lacking.isEmpty {
+            func list(_ jobs: [Int64: String], _ say: (String) -> String) -> String {
+                jobs.keys.sorted().map { "job \($0) (\(say(jobs[$0]!)))" }.joined(separator: ", ")
+            }
             var problems: [String] = []
-            if !files.isEmpty { problems.append("could not see or write the files of \(list(files)); check --map and that the shares are mounted, read-write for the outputs") }
-            if !encoders.isEmpty { problems.append("lacks the encoder of \(list(encoders)), which the rest of their chunks need") }
+            if !unseen.isEmpty { problems.append("could not see or write the files of \(list(unseen) { $0 }); check --map and that the shares are mounted, read-write for the outputs") }
+            if !lacking.isEmpty { problems.append("lacks the encoder of \(list(lacking) { "cannot open " + $0 }), which the rest of their chunks need") }
             throw CLIError(status: 1, "this machine " + problems.joined(separator: "; it ") + " (those jobs were left to other workers)")
         }
         // As `watch --once`: a script learns that something failed (each failure was said above).
