@@ -300,7 +300,9 @@ final class QueueTests: XCTestCase {
         let a = try queue(), b = try queue()
         XCTAssertTrue(try a.holdWorkerName("twice"))
         XCTAssertFalse(try b.holdWorkerName("twice"))
-        let endOthers = "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 74156 AND pid <> pg_backend_pid()"
+        // Waits (up to 10 s) for the ended session to exit and let go of its locks: without the
+        // wait, the name was sometimes still held when `b` asked for it at once.
+        let endOthers = "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory' AND classid = 74156 AND pid <> pg_backend_pid()"
         try b.execute(endOthers)
         _ = try a.workers()
         XCTAssertFalse(try b.holdWorkerName("twice"), "the name is held again after the reconnect")
