@@ -12,13 +12,34 @@ public enum QueueActions {
     /// Returns the files queued again, and those of matching jobs that are no longer in the
     /// folder (deleted or moved away while queued), which cannot be.
     public static func retry(folder: WatchFolder, store: JobStore, files: [String]) throws -> (queued: [String], gone: [String]) {
-        let wanted = Set(files.map { relative($0, in: folder) })
         // With no names, failed jobs only: a cancelled one was stopped on purpose.
-        return try retry(folder: folder, store: store) { job in
-            wanted.isEmpty ? job.state == .failed : wanted.contains(job.source)
-                || job.movedTo.map { wanted.contains($0) || wanted.contains(URL(fileURLWithPath: $0).lastPathComponent) } == true
-                || wanted.contains(URL(fileURLWithPath: job.source).lastPathComponent)
+        if files.isEmpty { return try retry(folder: folder, store: store) { $0.state == .failed } }
+        let chosen = try jobs(named: files.map { relative($0, in: folder) }, in: try store.list().filter { [.failed, .cancelled].contains($0.state) })
+        return try retry(folder: folder, store: store) { chosen.contains($0.id) }
+    }
+
+    /// The ids of the jobs `names` mean: a name is a job's file as the folder names it
+    /// ("trip/b.mov"), where Failed/ keeps it, or a bare file name. A bare name stands for the
+    /// job at the top of the folder of that name, else for the one job in a sub-folder
+    /// (`--recursive`) whose file is so named; where several sub-folders have one, it is
+    /// refused, naming them (it queued them all again).
+    static func jobs(named names: [String], in jobs: [JobRecord]) throws -> Set<Int64> {
+        var ids = Set<Int64>()
+        for name in names {
+            let exact = jobs.filter { $0.source == name || $0.movedTo == name }
+            if !exact.isEmpty {
+                ids.formUnion(exact.map(\.id))
+                continue
+            }
+            let base = { (path: String) in URL(fileURLWithPath: path).lastPathComponent }
+            let named = jobs.filter { base($0.source) == name || $0.movedTo.map(base) == name }
+            let sources = Set(named.map(\.source)).sorted()
+            if sources.count > 1 {
+                throw WatchError("'\(name)' names \(sources.count) jobs, in different folders (\(sources.map { "'\($0)'" }.joined(separator: ", "))); give the file's path inside the folder, as 'upscale queue retry DIR \(sources[0])'")
+            }
+            ids.formUnion(named.map(\.id))
         }
+        return ids
     }
 
     /// The same for one job by id (the dashboard's Retry).

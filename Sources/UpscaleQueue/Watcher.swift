@@ -200,6 +200,8 @@ public final class Watcher: @unchecked Sendable {
     /// Relative paths of candidate files with their size and modification time.
     private func candidates() -> [String: (size: Int64, modified: Double)] {
         var found: [String: (Int64, Double)] = [:]
+        // Files whose name another file's equals in Swift's sense but not in bytes.
+        var twins: [String] = []
         let root = config.folder.root
         func walk(_ relative: String) {
             let dir = relative.isEmpty ? root : root + "/" + relative
@@ -250,11 +252,24 @@ public final class Watcher: @unchecked Sendable {
                     sayOnce(about: rel, "waiting for '\(rel)': it is empty (0 bytes) so far")
                     continue
                 }
+                // Swift's strings are equal when their names differ only in Unicode normalisation
+                // ("café" composed, as Linux and Windows write it, or decomposed, as macOS does):
+                // two such files were one entry, taken as one job that then "was replaced", made
+                // two outputs of one of them and left the other. Both are left until one is renamed.
+                if let at = found.index(forKey: rel), !found[at].key.utf8.elementsEqual(rel.utf8) {
+                    twins.append(rel)
+                    continue
+                }
                 ignoredOnce.remove(rel)
                 found[rel] = (Int64(info.st_size), info.modificationTime)
             }
         }
         walk("")
+        for rel in twins where found.removeValue(forKey: rel) != nil {
+            sayOnce(about: "\u{0}twin \(rel)", "ignoring '\(rel)': another file in the folder has the same name with its accents written in other Unicode code points (NFC and NFD); rename one of them to have both upscaled")
+        }
+        // Said again if such a pair comes back after one was renamed.
+        ignoredOnce = ignoredOnce.filter { !$0.hasPrefix("\u{0}twin ") || twins.contains(String($0.dropFirst(6))) }
         return found
     }
 

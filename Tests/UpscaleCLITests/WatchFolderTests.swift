@@ -717,6 +717,66 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Originals"), ["trip"])
     }
 
+    /// `queue retry DIR NAME` with a bare name that two sub-folders' failed jobs share queued
+    /// both again; it is refused, naming them, and their paths inside the folder pick one. A
+    /// bare name of a file at the top of the folder means that one.
+    func testRetryOfANameSeveralSubfoldersShareIsRefused() throws {
+        for name in ["trip/bad.mov", "home/bad.mov", "bad.mov"] {
+            try FileManager.default.createDirectory(at: inbox.appendingPathComponent(name).deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("not a video".utf8).write(to: inbox.appendingPathComponent(name))
+        }
+        XCTAssertEqual(try watchOnce(Self.encode + ["--recursive"]).status, 1, "all three failed")
+        XCTAssertEqual(try listing().jobs.filter { $0.state == "failed" }.map(\.source).sorted(), ["bad.mov", "home/bad.mov", "trip/bad.mov"])
+        // (Its output, on standard output, read as standard error.)
+        let top = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "retry", inbox.path, "bad.mov"], timeout: 60)
+        XCTAssertEqual(top.status, 0, top.stderr)
+        XCTAssertEqual(top.stderr, "queued again: bad.mov\n")
+        XCTAssertEqual(try listing().jobs.filter { $0.state == "failed" }.map(\.source).sorted(), ["home/bad.mov", "trip/bad.mov"])
+        // With the top one queued, the bare name is the sub-folders' failed jobs'.
+        let shared = try upscale(["queue", "retry", inbox.path, "bad.mov"])
+        XCTAssertEqual(shared.status, 1, shared.stderr)
+        XCTAssertEqual(shared.stderr, "error: 'bad.mov' names 2 jobs, in different folders ('home/bad.mov', 'trip/bad.mov'); give the file's path inside the folder, as 'upscale queue retry DIR home/bad.mov'\n")
+        XCTAssertEqual(try listing().jobs.filter { $0.state == "failed" }.count, 2, "neither queued again")
+        XCTAssertEqual(files("Failed/trip"), ["bad.mov", "bad.mov.error.txt"])
+        let one = try upscale(["queue", "retry", inbox.path, "trip/bad.mov"])
+        XCTAssertEqual(one.status, 0, one.stderr)
+        XCTAssertEqual(try listing().jobs.filter { $0.state == "queued" }.map(\.source).sorted(), ["bad.mov", "trip/bad.mov"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("trip/bad.mov")), Data("not a video".utf8))
+        XCTAssertEqual(files("Failed/home"), ["bad.mov", "bad.mov.error.txt"])
+    }
+
+    /// Two files whose names differ only in Unicode normalisation ("café" composed and
+    /// decomposed) were one entry: one job, said to be "replaced" while it ran, two outputs of
+    /// one file and the other left. Both are left, said once, until one is renamed.
+    func testNamesDifferingOnlyInNormalisationAreLeftUntilOneIsRenamed() throws {
+        let composed = "caf\u{E9}.mp4", decomposed = "cafe\u{301}.mp4"
+        // The same clip in two layouts, to tell them apart.
+        let first = try Data(contentsOf: Self.clip), second = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("street-2s-faststart.mp4"))
+        XCTAssertNotEqual(first, second)
+        for (name, data) in [(composed, first), (decomposed, second)] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: inbox.path + "/" + name, contents: data))
+        }
+        try drop(Self.clip, as: "plain.mp4")
+        func names(_ sub: String) -> [[UInt8]] { files(sub).map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) } }
+        XCTAssertEqual(names("").filter { $0.first != 0x2E }.count, 3)
+        let run = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let said = run.stderr.components(separatedBy: "\n").filter { $0.contains("another file in the folder has the same name") }
+        XCTAssertEqual(said.count, 1, run.stderr)
+        XCTAssertTrue(said.first?.hasSuffix("(NFC and NFD); rename one of them to have both upscaled") == true, run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["plain Upscaled.mp4"])
+        XCTAssertEqual(try listing().jobs.map(\.source), ["plain.mp4"])
+        for (name, data) in [(composed, first), (decomposed, second)] {
+            XCTAssertEqual(FileManager.default.contents(atPath: inbox.path + "/" + name), data, "\(Array(name.utf8)) untouched")
+        }
+        XCTAssertEqual(rename(inbox.path + "/" + decomposed, inbox.path + "/cafe2.mp4"), 0)
+        let renamed = try watchOnce(Self.encode)
+        XCTAssertEqual(renamed.status, 0, renamed.stderr)
+        XCTAssertEqual(names("Upscaled"), [Array("caf\u{E9} Upscaled.mp4".utf8), Array("cafe2 Upscaled.mp4".utf8), Array("plain Upscaled.mp4".utf8)].sorted { $0.lexicographicallyPrecedes($1) })
+        XCTAssertEqual(FileManager.default.contents(atPath: inbox.path + "/Originals/" + composed), first)
+        XCTAssertEqual(FileManager.default.contents(atPath: inbox.path + "/Originals/cafe2.mp4"), second)
+    }
+
     func testFileStillOpenForWritingIsNotTakenUntilClosed() throws {
         let data = try Data(contentsOf: Self.clip)
         let path = inbox.appendingPathComponent("copying.mp4").path
