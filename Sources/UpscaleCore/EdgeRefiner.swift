@@ -91,16 +91,29 @@ public struct EdgeRefiner: Sendable {
         }
     }
 
-    /// Per class, for each tap, the phases side by side in 16 floats (unused lanes 0).
+    /// Per class, for each tap, the phases side by side in 16 floats: phase (py, px) in lane
+    /// 4·py + px, so that each output row's samples are one group of four lanes (3x leaves
+    /// lanes 3, 7, 11 and 12-15 at 0; see `blendBlock`).
     static func pack(_ weights: [Float], ratio: Int) -> [Float] {
         let phases = ratio * ratio, lanes = 16
         var out = [Float](repeating: 0, count: classCount * taps * lanes)
         for c in 0..<classCount {
             for p in 0..<phases {
-                for t in 0..<taps { out[(c * taps + t) * lanes + p] = weights[(c * phases + p) * taps + t] }
+                for t in 0..<taps { out[(c * taps + t) * lanes + blockLane(p, ratio: ratio)] = weights[(c * phases + p) * taps + t] }
             }
         }
         return out
+    }
+
+    /// 3x and 4x: the lane of phase `p` (py · ratio + px) in `pack`'s layout.
+    @inline(__always)
+    static func blockLane(_ p: Int, ratio: Int) -> Int { (p / ratio) * 4 + p % ratio }
+
+    /// 3x and 4x: 1 in the lanes of `pack`'s layout that hold a phase, 0 in the others.
+    static func blockMask(ratio: Int) -> SIMD16<Float> {
+        var mask = SIMD16<Float>()
+        for p in 0..<(ratio * ratio) { mask[blockLane(p, ratio: ratio)] = 1 }
+        return mask
     }
 
     /// 2x weights are applied in Q14 (weight × 2^14 rounded, within ±2^15: the trained ones
@@ -373,16 +386,11 @@ public struct EdgeRefiner: Sendable {
         }
         let count = scratch.collectEdges(from: m, to: end), list = scratch.list
         let filters = filters.assumingMemoryBound(to: Float.self)
+        let mask = EdgeRefiner.blockMask(ratio: ratio)
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
-            let alpha = scratch.alpha[x]
             let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
-            let lo = scratch.low[x], hi = scratch.high[x]
-            for py in 0..<ratio {
-                for px in 0..<ratio {
-                    plane.blend(value[py * ratio + px], lo: lo, hi: hi, alpha: alpha, x: ratio * x + px, y: ratio * y + py)
-                }
-            }
+            plane.blendBlock(value, lo: scratch.low[x], hi: scratch.high[x], alpha: scratch.alpha[x], mask: mask, x: ratio * x, y: ratio * y, ratio: ratio)
         }
     }
 
@@ -931,6 +939,10 @@ func orientationBin(_ y: SIMD16<Float>, _ x: SIMD16<Float>) -> SIMD16<Int32> {
 /// `blend2x` does the same for the 2x2 block at (x, y) (values in row-major order).
 protocol RefinedPlane {
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
+    /// 3x and 4x: blends one input sample's `ratio`x`ratio` refined samples (`values` in
+    /// `EdgeRefiner.pack`'s lanes; `mask` is `blockMask`) into output rows y ..< y + ratio
+    /// from column x, each as `blend` does.
+    func blendBlock(_ values: SIMD16<Float>, lo: Float, hi: Float, alpha: Float, mask: SIMD16<Float>, x: Int, y: Int, ratio: Int)
     func blend2x(_ values: SIMD4<Float>, lo: Float, hi: Float, alpha: Float, x: Int, y: Int)
     /// 2x: blends the refined samples of input row `y / 2` (`scratch`'s `sums`, `sumsBelow`,
     /// `low`, `high` and `blendAlpha` over `from..<to`) into output rows y and y + 1.
@@ -970,6 +982,22 @@ private func mix(_ values: SIMD4<Float>, _ lanczos: SIMD4<Float>, lo: Float, hi:
 }
 
 extension Plane: RefinedPlane {
+    /// The block's rows as four bytes each, one vector: 3x also reads and writes back the
+    /// column after the block and no fourth row, whose lanes have alpha 0 and so keep their
+    /// value exactly (the refinement has whole rows: no other thread writes that column).
+    /// Lane for lane `blend`'s arithmetic (one sample at a time, a refined sample of 3x or 4x
+    /// spent about as long in its 9 or 16 blends as in its filter).
+    @inline(__always)
+    func blendBlock(_ values: SIMD16<Float>, lo: Float, hi: Float, alpha: Float, mask: SIMD16<Float>, x: Int, y: Int, ratio: Int) {
+        var words = SIMD4<UInt32>()
+        for py in 0..<ratio { words[py] = UnsafeRawPointer(row(y + py) + x).loadUnaligned(as: UInt32.self) }
+        let lanczos = upscale_float_from_bytes16(unsafeBitCast(words, to: SIMD16<UInt8>.self))
+        let refined = upscale_clamp16(values, SIMD16(repeating: lo), SIMD16(repeating: hi))
+        // Truncation is `blend`'s conversion: the mix is within 0 ... 255.
+        let out = unsafeBitCast(upscale_bytes_from_float16(lanczos + alpha * mask * (refined - lanczos) + 0.5), to: SIMD4<UInt32>.self)
+        for py in 0..<ratio { UnsafeMutableRawPointer(row(y + py) + x).storeBytes(of: out[py], as: UInt32.self) }
+    }
+
     /// Eight input samples (16 output samples per row) at a time, wherever one of them is
     /// refined: the samples that are not keep their Lanczos value exactly (alpha 0, finite
     /// stand-in values). Per listed sample the arithmetic is `blend2x`'s, lane for lane. On
@@ -1023,6 +1051,14 @@ extension Plane: RefinedPlane {
 }
 
 extension Plane16: RefinedPlane {
+    /// Sample by sample (deep 3x and 4x sources are rare; the 8-bit plane's is one vector).
+    @inline(__always)
+    func blendBlock(_ values: SIMD16<Float>, lo: Float, hi: Float, alpha: Float, mask: SIMD16<Float>, x: Int, y: Int, ratio: Int) {
+        for py in 0..<ratio {
+            for px in 0..<ratio { blend(values[4 * py + px], lo: lo, hi: hi, alpha: alpha, x: x + px, y: y + py) }
+        }
+    }
+
     @inline(__always)
     func blend(_ value: Float, lo: Float, hi: Float, alpha: Float, x: Int, y: Int) {
         let out = row(y) + x
