@@ -37,6 +37,10 @@ static inline __attribute__((always_inline)) upscale_float16 upscale_clamp16(ups
     return raised > hi ? hi : raised;
 }
 
+static inline __attribute__((always_inline)) upscale_float16 upscale_float_from_int16(upscale_int16 v) {
+    return __builtin_convertvector(v, upscale_float16);
+}
+
 static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_int4(upscale_int4 v) {
     return __builtin_convertvector(v, upscale_float4);
 }

@@ -40,8 +40,8 @@ public struct EdgeRefiner: Sendable {
     /// Per class: whether it is refined. Training turns off classes whose filters gain too little
     /// over Lanczos to be worth their time (and their flicker); their samples keep Lanczos.
     public let active: [Bool]
-    /// 3x and 4x: the weights laid out for the inner loop (see `pack`); empty for 2x.
-    let packed: [Float]
+    /// 3x and 4x: the weights in Q14 (`appliedWeight`) laid out for the inner loop (see `pack`); empty for 2x.
+    let packed: [Int16]
     /// 2x: the active classes' weights in Q14 (`appliedWeight`), laid out for the inner loop
     /// (see `packFolded` where `folded`, else `packPairs`); empty for 3x and 4x.
     let packedPairs: [Int16]
@@ -91,19 +91,31 @@ public struct EdgeRefiner: Sendable {
         }
     }
 
-    /// Per class, for each tap, the phases side by side in 16 floats: phase (py, px) in lane
-    /// 4·py + px, so that each output row's samples are one group of four lanes (3x leaves
-    /// lanes 3, 7, 11 and 12-15 at 0; see `blendBlock`).
-    static func pack(_ weights: [Float], ratio: Int) -> [Float] {
-        let phases = ratio * ratio, lanes = 16
-        var out = [Float](repeating: 0, count: classCount * taps * lanes)
+    /// 3x and 4x, per class: for each filter row and each of its four tap pairs (taps 2k and
+    /// 2k + 1; tap 7 is 0), 16 32-bit lanes holding the pair's Q14 weights for each phase, phase
+    /// (py, px) in lane 4·py + px, so that each output row's samples are one group of four
+    /// lanes (3x leaves lanes 3, 7, 11 and 12-15 at 0; see `blendBlock`). One product of a
+    /// broadcast sample pair covers two taps of every phase: 28 per refined sample where 49
+    /// float multiply-adds, one per tap, were.
+    static func pack(_ weights: [Float], ratio: Int) -> [Int16] {
+        checkQ14Sums(weights)
+        let phases = ratio * ratio
+        var out = [Int16](repeating: 0, count: classCount * blockWords)
         for c in 0..<classCount {
             for p in 0..<phases {
-                for t in 0..<taps { out[(c * taps + t) * lanes + blockLane(p, ratio: ratio)] = weights[(c * phases + p) * taps + t] }
+                let lane = blockLane(p, ratio: ratio)
+                for dy in 0..<window {
+                    for dx in 0..<window {
+                        out[c * blockWords + (dy * 4 + dx / 2) * 32 + 2 * lane + dx % 2] = q14(weights[(c * phases + p) * taps + dy * window + dx])
+                    }
+                }
             }
         }
         return out
     }
+
+    /// 3x and 4x: 16-bit words per class in `pack`'s layout.
+    static let blockWords = window * 4 * 32
 
     /// 3x and 4x: the lane of phase `p` (py · ratio + px) in `pack`'s layout.
     @inline(__always)
@@ -116,19 +128,28 @@ public struct EdgeRefiner: Sendable {
         return mask
     }
 
-    /// 2x weights are applied in Q14 (weight × 2^14 rounded, within ±2^15: the trained ones
+    /// Weights are applied in Q14 (weight × 2^14 rounded, within ±2^15: the trained ones
     /// are within ±1.1): with 16-bit samples, one vector instruction multiplies and adds 32 pairs.
     static let pairScale: Float = 16384
 
     static func q14(_ weight: Float) -> Int16 {
         let q = (weight * pairScale).rounded()
-        precondition(abs(q) <= Float(Int16.max), "2x refinement weights must lie within ±2 (they are applied in Q14)")
+        precondition(abs(q) <= Float(Int16.max), "refinement weights must lie within ±2 (they are applied in Q14)")
         return Int16(q)
     }
 
-    /// The weight at `index` of `weights` as `refine` applies it: for 2x its Q14 value.
+    /// The weight at `index` of `weights` as `refine` applies it: its Q14 value.
     public func appliedWeight(at index: Int) -> Float {
-        ratio == 2 ? Float(EdgeRefiner.q14(weights[index])) / EdgeRefiner.pairScale : weights[index]
+        Float(EdgeRefiner.q14(weights[index])) / EdgeRefiner.pairScale
+    }
+
+    /// 12-bit samples (the most `Scratch.words` holds) times a filter's Q14 weights must sum
+    /// inside 32 bits: at most 2^31 / 4096 in absolute weights, that is 32 in plain ones.
+    static func checkQ14Sums(_ weights: [Float]) {
+        for f in 0..<(weights.count / taps) {
+            precondition(weights[(f * taps)..<((f + 1) * taps)].reduce(0) { $0 + abs(Int32(q14($1))) } < 1 << 19,
+                         "refinement filters must have absolute weights summing under 32")
+        }
     }
 
     /// 2x: per active class and filter row, 32 16-bit weights: 32-bit lane 4·phase + k holds
@@ -139,12 +160,7 @@ public struct EdgeRefiner: Sendable {
     static let pairWords = window * 32
 
     static func packPairs(_ weights: [Float], active: [Bool]) -> (weights: [Int16], offsets: [Int32]) {
-        // 12-bit samples (the most `Scratch.words` holds) times a filter's Q14 weights must sum
-        // inside 32 bits: at most 2^31 / 4096 in absolute weights, that is 32 in plain ones.
-        for f in 0..<(weights.count / taps) {
-            precondition(weights[(f * taps)..<((f + 1) * taps)].reduce(0) { $0 + abs(Int32(q14($1))) } < 1 << 19,
-                         "2x refinement filters must have absolute weights summing under 32")
-        }
+        checkQ14Sums(weights)
         var out = [Int16](), offsets = [Int32](repeating: 0, count: classCount)
         for c in 0..<classCount where active[c] {
             offsets[c] = Int32(out.count)
@@ -385,33 +401,35 @@ public struct EdgeRefiner: Sendable {
             return
         }
         let count = scratch.collectEdges(from: m, to: end), list = scratch.list
-        let filters = filters.assumingMemoryBound(to: Float.self)
+        let filters = filters.assumingMemoryBound(to: Int16.self)
+        let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
+                    scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
         let mask = EdgeRefiner.blockMask(ratio: ratio)
         for i in 0..<count {
             let x = Int(list[i]), c = Int(classes[x])
-            let value = filter(filters + c * EdgeRefiner.taps * 16, scratch: scratch, x: x)
+            let value = upscale_float_from_int16(filterBlock(filters + c * EdgeRefiner.blockWords, rows: rows, x: x)) * sumScale
             plane.blendBlock(value, lo: scratch.low[x], hi: scratch.high[x], alpha: scratch.alpha[x], mask: mask, x: ratio * x, y: ratio * y, ratio: ratio)
         }
     }
 
-    /// 3x and 4x: every tap broadcast against the phases at once (the packed layout holds 16
-    /// per tap, one per phase: 3x uses nine, 4x sixteen); seven partial sums, one per filter row.
+    /// 3x and 4x: the Q14 sums of a sample's phases in `pack`'s lanes: per filter row, its
+    /// eight samples as four pairs, each broadcast against its pair of weights of every phase.
+    /// Four sums (one per pair), each a chain of seven products: exact integers, so any order
+    /// gives the same bits.
     @inline(__always)
-    func filter(_ f: UnsafePointer<Float>, scratch: Scratch, x: Int) -> SIMD16<Float> {
-        var acc = SIMD16<Float>()
-        var w = UnsafeRawPointer(f)
-        for dy in -3...3 {
-            let row = scratch.sampleRow(dy) + x - 3
-            // Fused multiply-adds (addProduct), one chain per row. Written as a tree of plain
-            // products and adds, LLVM's SLP pass regroups them into shuffles at half the speed.
-            var part = SIMD16<Float>()
-            for dx in 0..<7 {
-                part.addProduct(w.loadUnaligned(fromByteOffset: dx * 64, as: SIMD16<Float>.self), SIMD16<Float>(repeating: row[dx]))
+    func filterBlock(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int) -> SIMD16<Int32> {
+        let w = UnsafeRawPointer(f)
+        var sums = (SIMD16<Int32>(), SIMD16<Int32>(), SIMD16<Int32>(), SIMD16<Int32>())
+        @inline(__always) func add(_ row: UnsafeMutablePointer<Int16>, _ dy: Int) {
+            let s = UnsafeRawPointer(row + x - 3)
+            @inline(__always) func product(_ k: Int, _ acc: SIMD16<Int32>) -> SIMD16<Int32> {
+                upscale_dot_pairs(acc, SIMD16<Int32>(repeating: s.loadUnaligned(fromByteOffset: 4 * k, as: Int32.self)),
+                                  w.loadUnaligned(fromByteOffset: (dy * 4 + k) * 64, as: SIMD16<Int32>.self))
             }
-            acc += part
-            w += 7 * 64
+            sums = (product(0, sums.0), product(1, sums.1), product(2, sums.2), product(3, sums.3))
         }
-        return acc
+        add(rows.0, 0); add(rows.1, 1); add(rows.2, 2); add(rows.3, 3); add(rows.4, 4); add(rows.5, 5); add(rows.6, 6)
+        return (sums.0 &+ sums.1) &+ (sums.2 &+ sums.3)
     }
 
     typealias SevenRows = (UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>, UnsafeMutablePointer<Int16>,
@@ -535,7 +553,7 @@ public struct EdgeRefiner: Sendable {
         let sumsBelow: UnsafeMutablePointer<Float>?
         /// For 2x: `alpha` where the sample passed the edge test (and so was filtered), else 0.
         let blendAlpha: UnsafeMutablePointer<Float>?
-        /// For 2x: the last 8 input rows as 16-bit samples (deep ones shifted right by
+        /// The last 8 input rows as 16-bit samples (deep ones shifted right by
         /// `wordShift`, so that Q14 sums of them fit 32 bits).
         let words: UnsafeMutablePointer<Int16>?
         private var current = 0
@@ -548,7 +566,7 @@ public struct EdgeRefiner: Sendable {
         public init(width: Int, ratio: Int) {
             self.width = width
             stride = (width + 15) / 16 * 16 + 48
-            let rows = 8 + 24 + 3 + 8 + 6 + (ratio == 2 ? 5 + 1 + 4 : 0)
+            let rows = 8 + 24 + 3 + 8 + 6 + (ratio == 2 ? 5 + 1 : 0) + 4
             memory = UnsafeMutableRawPointer.allocate(byteCount: rows * stride * 4, alignment: 64)
             memory.initializeMemory(as: Float.self, repeating: 0, count: rows * stride)
             let base = memory.assumingMemoryBound(to: Float.self) + 16
@@ -566,14 +584,12 @@ public struct EdgeRefiner: Sendable {
             sums = ratio == 2 ? base + 49 * stride : nil
             sumsBelow = ratio == 2 ? base + 51 * stride + 16 : nil
             blendAlpha = ratio == 2 ? base + 54 * stride : nil
-            words = ratio == 2 ? UnsafeMutableRawPointer(base + 55 * stride).assumingMemoryBound(to: Int16.self) : nil
+            words = UnsafeMutableRawPointer(base + (ratio == 2 ? 55 : 49) * stride).assumingMemoryBound(to: Int16.self)
         }
 
         deinit { memory.deallocate() }
 
-        /// Input row `current + dy` as Float.
-        @inline(__always) func sampleRow(_ dy: Int) -> UnsafeMutablePointer<Float> { samples + ((current + dy) & 7) * stride }
-        /// Input row `current + dy` as 16-bit samples (2x only).
+        /// Input row `current + dy` as 16-bit samples.
         @inline(__always) func wordRow(_ dy: Int) -> UnsafeMutablePointer<Int16> { words.unsafelyUnwrapped + ((current + dy) & 7) * stride }
         /// Deep samples keep their top 12 bits in `words`.
         static func wordShift(_ bitDepth: Int) -> Int { max(0, bitDepth - 12) }
