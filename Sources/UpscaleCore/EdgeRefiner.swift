@@ -328,7 +328,7 @@ public struct EdgeRefiner: Sendable {
         let first = max(rows.lowerBound, m), end = min(rows.upperBound, h - m)
         guard w > 2 * m, first < end else { return }
         let classifier = Classifier(self)
-        // 2x sums are in Q14 of `Scratch`'s 16-bit samples; this turns them into 8-bit units.
+        // Filter sums are in Q14 of `Scratch`'s 16-bit samples; this turns them into 8-bit units.
         let sumScale: Float
         switch source {
         case .eight: sumScale = 1 / EdgeRefiner.pairScale
@@ -555,7 +555,7 @@ public struct EdgeRefiner: Sendable {
         let blendAlpha: UnsafeMutablePointer<Float>?
         /// The last 8 input rows as 16-bit samples (deep ones shifted right by
         /// `wordShift`, so that Q14 sums of them fit 32 bits).
-        let words: UnsafeMutablePointer<Int16>?
+        let words: UnsafeMutablePointer<Int16>
         private var current = 0
         /// The input row whose tensor column sums `columns` holds (-1: none yet).
         private var columnsRow = -1
@@ -590,7 +590,7 @@ public struct EdgeRefiner: Sendable {
         deinit { memory.deallocate() }
 
         /// Input row `current + dy` as 16-bit samples.
-        @inline(__always) func wordRow(_ dy: Int) -> UnsafeMutablePointer<Int16> { words.unsafelyUnwrapped + ((current + dy) & 7) * stride }
+        @inline(__always) func wordRow(_ dy: Int) -> UnsafeMutablePointer<Int16> { words + ((current + dy) & 7) * stride }
         /// Deep samples keep their top 12 bits in `words`.
         static func wordShift(_ bitDepth: Int) -> Int { max(0, bitDepth - 12) }
         @inline(__always) func productRow(_ y: Int, _ k: Int) -> UnsafeMutablePointer<Float> { products + ((y & 7) * 3 + k) * stride }
@@ -650,7 +650,6 @@ public struct EdgeRefiner: Sendable {
             case .eight(let plane): convert(plane.row(y), into: dst)
             case .deep(let plane): convert(plane.row(y), into: dst, scale: 1 / Float(1 << (plane.bitDepth - 8)))
             }
-            guard let words else { return }
             let out = words + (y & 7) * stride
             switch source {
             case .eight(let plane):

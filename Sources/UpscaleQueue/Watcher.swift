@@ -63,6 +63,8 @@ public final class Watcher: @unchecked Sendable {
     /// until they change. Settled again at every scan, two of them whose settling had started
     /// at different scans were never both done with it, and a once-run never ended.
     private var refused: [String: (size: Int64, modified: Double)] = [:]
+    /// Names that two files in the folder share in Swift's sense (see `candidates`), said once.
+    private var twinsSaid: Set<String> = []
     private var failedThisRun = 0
     private var folderWasAvailable = true
     private lazy var planner = JobPlanning(watcher: self)
@@ -265,11 +267,14 @@ public final class Watcher: @unchecked Sendable {
             }
         }
         walk("")
-        for rel in twins where found.removeValue(forKey: rel) != nil {
-            sayOnce(about: "\u{0}twin \(rel)", "ignoring '\(rel)': another file in the folder has the same name with its accents written in other Unicode code points (NFC and NFD); rename one of them to have both upscaled")
+        // One entry per name as Swift compares them: each such name is said once while it clashes,
+        // and again if it clashes after one of the pair was renamed.
+        let clashing = Set(twins)
+        for rel in clashing {
+            found[rel] = nil
+            if !twinsSaid.contains(rel) { say("ignoring '\(rel)': another file in the folder has the same name with its accents written in other Unicode code points (NFC and NFD); rename one of them to have both upscaled") }
         }
-        // Said again if such a pair comes back after one was renamed.
-        ignoredOnce = ignoredOnce.filter { !$0.hasPrefix("\u{0}twin ") || twins.contains(String($0.dropFirst(6))) }
+        twinsSaid = clashing
         return found
     }
 
