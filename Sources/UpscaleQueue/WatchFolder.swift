@@ -46,12 +46,22 @@ public struct WatchFolder: Sendable {
         return replacements.reduce(text) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
     }
 
-    /// The note beside a file moved to Failed/: "<name>.error.txt", its name shortened where
-    /// that would pass the 255-byte limit of a file name (a long name got no note, unsaid).
+    /// The note beside a file moved to Failed/: "<name>.error.txt". Where that would pass the
+    /// 255-byte limit of a file name (a long name got no note, unsaid), the name is shortened
+    /// and ends in "~" and eight hex digits of a hash of the whole name: two long names that
+    /// begin alike kept one note between them, the second failure's over the first's.
     public static func errorNote(for moved: String) -> String {
         let url = URL(fileURLWithPath: moved)
-        var name = url.lastPathComponent
-        while !name.isEmpty && (name + ".error.txt").utf8.count > 255 { name.removeLast() }
+        let whole = url.lastPathComponent
+        var name = whole
+        if (name + ".error.txt").utf8.count > 255 {
+            // FNV-1a over the bytes: the same name gives the same note in every run (the
+            // retry that removes a note finds it), and NFC and NFD spellings differ.
+            let hash = whole.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+            let tag = String(format: "~%08x", hash)
+            while !name.isEmpty && (name + tag + ".error.txt").utf8.count > 255 { name.removeLast() }
+            name += tag
+        }
         return url.deletingLastPathComponent().appendingPathComponent(name + ".error.txt").path
     }
 
