@@ -8,7 +8,9 @@ import UpscaleMedia
 /// --no-refine`, the equivalent ffmpeg command, and that command with x265's frame threads
 /// as upscale sets them (`X265Threading`), in an order that turns each round, median of `runs`; wall,
 /// CPU (user + system), system time, peak RSS and peak PSS of the process tree, peak RSS of
-/// its largest process (what `/usr/bin/time` reports), and each as a ratio of ffmpeg's.
+/// its largest process (what `/usr/bin/time` reports), and each as a ratio of ffmpeg's; beside
+/// them the wall ratio taken round by round (each run against ffmpeg's in the same round, so
+/// minutes of host drift cancel), its median and range.
 struct PanBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "e2e-pan",
@@ -33,8 +35,8 @@ struct PanBench: ParsableCommand {
             cases.append((try makePan(work: work, name: "pan1080", size: (1920, 1080), frames: 30, step: 12), 3840, "medium", 20))
             cases.append((try makePan(work: work, name: "pan4k", size: (3840, 2160), frames: 8, step: 24), 7680, "medium", 20))
         }
-        print("| case | tool | wall s | CPU s | system s | peak RSS MB (tree) | peak PSS MB | peak RSS MB (largest process) | wall / CPU / system / RSS / PSS / largest vs ffmpeg |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("| case | tool | wall s | CPU s | system s | peak RSS MB (tree) | peak PSS MB | peak RSS MB (largest process) | wall / CPU / system / RSS / PSS / largest vs ffmpeg | wall vs ffmpeg, round by round: median (range) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
         for (clip, width, preset, crf) in cases {
             let out = work + "/out.mp4"
             let ours = [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]
@@ -73,7 +75,9 @@ struct PanBench: ParsableCommand {
                 let m = f(name)
                 let ratios = name == "ffmpeg" ? "—" : String(format: "%.3f / %.2f / %.2f / %.2f / %.2f / %.3f", m.0 / peer.0, m.1 / peer.1, m.2 / peer.2,
                                                              m.3 / peer.3, m.4 / peer.4, m.5 / peer.5)
-                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f | %.0f | %.0f", m.0, m.1, m.2, m.3, m.4, m.5) + " | \(ratios) |")
+                let paired = zip(wall[name]!, wall["ffmpeg"]!).map { $0 / $1 }
+                let rounds = name == "ffmpeg" ? "—" : String(format: "%.3f (%.3f–%.3f)", median(paired), paired.min()!, paired.max()!)
+                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f | %.0f | %.0f", m.0, m.1, m.2, m.3, m.4, m.5) + " | \(ratios) | \(rounds) |")
             }
         }
     }
