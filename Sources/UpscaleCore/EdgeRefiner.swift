@@ -366,36 +366,38 @@ public struct EdgeRefiner: Sendable {
             // Two passes: the filters' sums for every sample of the row, then the blends. One
             // pass made each sample one long chain of dependent steps (filter, sum, blend, store)
             // and the processor could overlap little of the next sample with it.
-            let sums = scratch.sums.unsafelyUnwrapped, below = scratch.sumsBelow.unsafelyUnwrapped, blendAlpha = scratch.blendAlpha.unsafelyUnwrapped
+            let sums = scratch.sums.unsafelyUnwrapped, below = scratch.sumsBelow.unsafelyUnwrapped
             let pairs = filters.assumingMemoryBound(to: Int16.self), offsets = offsets.unsafelyUnwrapped
             // The seven rows' addresses once per row (the ring's index arithmetic per product
             // and sample cost more integer work than the products' own).
             let rows = (scratch.wordRow(-3), scratch.wordRow(-2), scratch.wordRow(-1), scratch.wordRow(0),
                         scratch.wordRow(1), scratch.wordRow(2), scratch.wordRow(3))
+            let count = scratch.collectEdges(from: m, to: end, alpha: scratch.blendAlpha), list = scratch.list
+            guard count > 0 else {
+                plane.blendRow2x(2 * y, from: m, to: end, scratch: scratch)
+                return
+            }
+            // Four samples at a time, their phase sums reduced together (`upscale_phase_sums4`):
+            // one sample's reduction was a chain of dependent shuffles, half the loop's time. The
+            // list is padded with its last sample (filtered again, the same values stored again).
+            list[count] = list[count - 1]; list[count + 1] = list[count - 1]; list[count + 2] = list[count - 1]
             // One loop per layout (a test of `folded` per sample cost about 7% of the loop).
-            @inline(__always) func eachEdge(_ filter: (_ weights: UnsafePointer<Int16>, _ x: Int) -> Void) {
-                var x = m
-                while x < end {
-                    // The edge samples of 16 as bits, one step per set bit (no list: it cost a
-                    // store and a load per sample).
-                    let edge = UnsafeRawPointer(scratch.edge + x).loadUnaligned(as: SIMD16<Int32>.self), negative = edge &>> 31
-                    // Alpha where the edge test passed, 0 elsewhere (past `end` too: never read).
-                    UnsafeMutableRawPointer(blendAlpha + x).storeBytes(of: UnsafeRawPointer(scratch.alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~negative,
-                                                                    as: SIMD16<Int32>.self)
-                    var bits = UInt32(~upscale_sign_bits16(edge))
-                    if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
-                    while bits != 0 {
-                        let at = x + bits.trailingZeroBitCount
-                        filter(pairs + Int(offsets[Int(classes[at])]), at)
-                        bits &= bits &- 1
-                    }
-                    x += 16
+            @inline(__always) func eachFour(scale: Float, _ filter: (_ weights: UnsafePointer<Int16>, _ x: Int) -> SIMD16<Int32>,
+                                            _ finish: (SIMD16<Int32>) -> SIMD16<Int32>) {
+                var i = 0
+                while i < count {
+                    let x0 = Int(list[i]), x1 = Int(list[i + 1]), x2 = Int(list[i + 2]), x3 = Int(list[i + 3])
+                    let s0 = filter(pairs + Int(offsets[Int(classes[x0])]), x0), s1 = filter(pairs + Int(offsets[Int(classes[x1])]), x1)
+                    let s2 = filter(pairs + Int(offsets[Int(classes[x2])]), x2), s3 = filter(pairs + Int(offsets[Int(classes[x3])]), x3)
+                    let values = upscale_float_from_int16(finish(upscale_phase_sums4(s0, s1, s2, s3))) * scale
+                    upscale_store_blocks4(sums, below, x0, x1, x2, x3, values)
+                    i += 4
                 }
             }
             if folded {
-                eachEdge { filterFolded($0, rows: rows, x: $1, scale: sumScale, into: (sums + 2 * $1, below + 2 * $1)) }
+                eachFour(scale: sumScale * 0.5, { foldedSums($0, rows: rows, x: $1) }, { upscale_unfolded4($0) })
             } else {
-                eachEdge { filterPairs($0, rows: rows, x: $1, scale: sumScale, into: (sums + 2 * $1, below + 2 * $1)) }
+                eachFour(scale: sumScale, { pairSums($0, rows: rows, x: $1) }, { $0 })
             }
             plane.blendRow2x(2 * y, from: m, to: end, scratch: scratch)
             return
@@ -446,11 +448,10 @@ public struct EdgeRefiner: Sendable {
     /// row's eight 16-bit samples as four pairs, repeated against `packPairs`' layout, 32
     /// multiply-adds into 16 lanes of 32 bits (AVX-512 VNNI's one instruction where the core
     /// is built for it). 7 such products per sample instead of 14 of 16 floats; the sums are
-    /// exact integers. Two chains (even and odd rows); each phase's four lanes summed, scaled to
-    /// 8-bit units and stored as the sample's four values (2x2 block in row-major order), the
-    /// upper two at `into.upper`, the lower two at `into.lower`.
+    /// exact integers. Two chains (even and odd rows), added: each phase's four lanes hold its
+    /// sum in parts (`upscale_phase_sums4` adds them).
     @inline(__always)
-    func filterPairs(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
+    func pairSums(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int) -> SIMD16<Int32> {
         let w = UnsafeRawPointer(f)
         @inline(__always) func product(_ row: UnsafeMutablePointer<Int16>, _ k: Int) -> (SIMD16<Int32>, SIMD16<Int32>) {
             (repeated(UnsafeRawPointer(row + x - 3).loadUnaligned(as: SIMD4<Int32>.self)), w.loadUnaligned(fromByteOffset: k * 64, as: SIMD16<Int32>.self))
@@ -462,30 +463,23 @@ public struct EdgeRefiner: Sendable {
         p = product(rows.4, 4); a = upscale_dot_pairs(a, p.0, p.1)
         p = product(rows.5, 5); b = upscale_dot_pairs(b, p.0, p.1)
         p = product(rows.6, 6); a = upscale_dot_pairs(a, p.0, p.1)
-        store(upscale_float_from_int4(upscale_phase_sums(a, b)) * scale, sums)
+        return a &+ b
     }
 
-    /// 2x with `packFolded`'s weights: `filterPairs`' result from four products, one per row
+    /// 2x with `packFolded`'s weights: `pairSums`' result from four products, one per row
     /// pair (rows 0 and 6, 1 and 5, 2 and 4, 3 and itself), each against the pair's folded sums
-    /// and differences (`upscale_folded_words`); the four phases' doubled sums from the A and
-    /// D sums (`upscale_unfolded`), halved in the scale (exact: a power of two).
+    /// and differences (`upscale_folded_words`); reduced, these are the A and D sums of which
+    /// `upscale_unfolded4` makes the four phases' doubled sums (halved in the scale: exact, a
+    /// power of two).
     @inline(__always)
-    func filterFolded(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int, scale: Float, into sums: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
+    func foldedSums(_ f: UnsafePointer<Int16>, rows: SevenRows, x: Int) -> SIMD16<Int32> {
         let w = UnsafeRawPointer(f)
         @inline(__always) func weights(_ g: Int) -> SIMD16<Int32> { w.loadUnaligned(fromByteOffset: g * 64, as: SIMD16<Int32>.self) }
         let a = upscale_dot_pairs(upscale_dot_pairs(SIMD16<Int32>(), upscale_folded_words(rows.0 + x - 3, rows.6 + x - 4), weights(0)),
                                   upscale_folded_words(rows.2 + x - 3, rows.4 + x - 4), weights(2))
         let b = upscale_dot_pairs(upscale_dot_pairs(SIMD16<Int32>(), upscale_folded_words(rows.1 + x - 3, rows.5 + x - 4), weights(1)),
                                   upscale_folded_words(rows.3 + x - 3, rows.3 + x - 4), weights(3))
-        store(upscale_float_from_int4(upscale_unfolded(upscale_phase_sums(a, b))) * (scale * 0.5), sums)
-    }
-
-    /// A sample's four values (2x2 block in row-major order): the upper two at `into.upper`,
-    /// the lower two at `into.lower`.
-    @inline(__always)
-    func store(_ values: SIMD4<Float>, _ into: (upper: UnsafeMutablePointer<Float>, lower: UnsafeMutablePointer<Float>)) {
-        UnsafeMutableRawPointer(into.upper).storeBytes(of: values.lowHalf, as: SIMD2<Float>.self)
-        UnsafeMutableRawPointer(into.lower).storeBytes(of: values.highHalf, as: SIMD2<Float>.self)
+        return a &+ b
     }
 
     /// The thresholds as the vector tests use them. With l1 ≥ l2 the tensor sums' eigenvalues
@@ -625,14 +619,21 @@ public struct EdgeRefiner: Sendable {
         }
 
         /// Writes the positions in `from..<to` whose edge test passes (`classify` failed it for
-        /// inactive classes) to `list`; returns how many.
-        func collectEdges(from start: Int, to end: Int) -> Int {
+        /// inactive classes) to `list`; returns how many. With `alpha` (2x's `blendAlpha`), also
+        /// stores there each sample's `alpha` where the test passed and 0 elsewhere (past `to`
+        /// too, within the last 16: never read).
+        func collectEdges(from start: Int, to end: Int, alpha blend: UnsafeMutablePointer<Float>? = nil) -> Int {
             var count = 0, x = start
             while x < end {
                 // A bit per sample whose edge test passed (its sign bit is clear), then one
                 // step per set bit: photos have an edge in most runs of 16 samples, and a step
                 // per sample cost more than the filters' sums in some rows.
-                var bits = UInt32(~upscale_sign_bits16(UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Int32>.self)))
+                let test = UnsafeRawPointer(edge + x).loadUnaligned(as: SIMD16<Int32>.self)
+                if let blend {
+                    UnsafeMutableRawPointer(blend + x).storeBytes(of: UnsafeRawPointer(alpha + x).loadUnaligned(as: SIMD16<Int32>.self) & ~(test &>> 31),
+                                                                  as: SIMD16<Int32>.self)
+                }
+                var bits = UInt32(~upscale_sign_bits16(test))
                 if end - x < 16 { bits &= (1 << UInt32(end - x)) - 1 }
                 while bits != 0 {
                     list[count] = Int32(truncatingIfNeeded: x + bits.trailingZeroBitCount)
