@@ -36,7 +36,7 @@ final class InputFile {
         let opened = avformat_open_input(&ctx, localURL(path), nil, nil)
         guard opened >= 0, let ctx else {
             if Self.lacksIndex(path) {
-                throw UpscaleError(.input, "'\(path)' has no index (no moov box): the recording or the copy stopped before it was finished; copy it again, or rebuild the index with a repair tool (such as untrunc, with a good file from the same camera)")
+                throw UpscaleError(.input, "'\(path)' \(UpscaleError.missingIndex): the recording or the copy stopped before it was finished; copy it again, or rebuild the index with a repair tool (such as untrunc, with a good file from the same camera)")
             }
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
         }

@@ -114,6 +114,9 @@ public protocol JobStore: AnyObject {
     func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool
     /// Not started for lack of space: waits until `until` without counting the run.
     func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws
+    /// A file that looks unfinished (an .mp4/.mov without its index yet): queued again at
+    /// `retryAt` with its size and time as they are now, the run not counted as an attempt.
+    func waitUnfinished(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool
     /// Back to queued without counting the run (the watcher is shutting down).
     func release(_ claim: JobClaim, now: Double) throws
     /// Running jobs whose lease ran out go back to the queue.

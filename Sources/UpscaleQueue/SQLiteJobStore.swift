@@ -222,6 +222,13 @@ public final class SQLiteJobStore: JobStore {
         }
     }
 
+    public func waitUnfinished(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool {
+        try update(claim, """
+            state = 'queued', size = ?, modified = ?, attempts = MAX(attempts - 1, 0), error = ?, notes = '',
+            not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
+            """, [size, modified, reason, retryAt, now], states: "'running'")
+    }
+
     public func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws {
         _ = try update(claim, """
             state = 'waiting-for-space', attempts = MAX(attempts - 1, 0), error = ?, not_before = ?, token = NULL,

@@ -12,6 +12,10 @@ public struct WatchConfiguration: Sendable {
     public var jobs = 1
     public var once = false
     public var settle = 5.0
+    /// How long after its last change an .mp4/.mov without its index is looked at again
+    /// rather than failed: a copy that paused (a network drive, a laptop asleep) or a
+    /// recording under way gets its index at the end. Not with `once`.
+    public var unfinishedWait = 600.0
     public var recursive = false
     public var execAfter: String?
     /// A child that reports no new frame for this long is killed and its job retried.
@@ -345,6 +349,12 @@ public final class Watcher: @unchecked Sendable {
 
     func jobFailed() { lock.withLock { failedThisRun += 1 } }
 
+    /// Jobs whose file was said to look unfinished: said once, not at every look.
+    private var unfinishedSaid: Set<Int64> = []
+
+    /// Whether job `id`'s unfinished file is to be said now (the first time).
+    func sayUnfinished(_ id: Int64) -> Bool { lock.withLock { unfinishedSaid.insert(id).inserted } }
+
     func log(_ text: String) { say(text) }
 
     /// Jobs whose child succeeded but whose finish (check, move of the original) was cut
@@ -566,6 +576,13 @@ final class RunningJob: @unchecked Sendable {
             finishFailed(reason: "'\(job.source)' disappeared from the folder before it was upscaled", detail: "", transient: false, crashed: false, move: false)
             return
         }
+        // Changed while it waited its turn (a copy that went on after a pause): taken once it
+        // settles again, rather than upscaled now, found "replaced" at the end and run again.
+        if let changed = changedSinceQueued() {
+            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            watcher.log("'\(job.source)' changed since it was queued; it will be taken once it settles")
+            return
+        }
         do {
             try FileManager.default.createDirectory(atPath: outputFolder, withIntermediateDirectories: true)
         } catch {
@@ -682,6 +699,7 @@ final class RunningJob: @unchecked Sendable {
             // A chunked job whose file went away mid-run keeps its chunks for the file's
             // return; a watch folder's file that went is not coming back under that name.
             if let planned, !FileManager.default.fileExists(atPath: source) { QueueActions.removeChunks(of: planned.path) }
+            if text.contains(UpscaleError.missingIndex), waitForIndex() { return }
             finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")
         }
     }
@@ -729,6 +747,27 @@ final class RunningJob: @unchecked Sendable {
         let done = lock.withLock { summaryFrames ?? frames }
         watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
         runExecAfter(input: original, output: planned.path, state: "done", error: "")
+    }
+
+    /// An .mp4/.mov without its index that changed less than `unfinishedWait` ago: a copy that
+    /// paused longer than the settle time (it was moved to Failed/ half copied, and the copy,
+    /// going on, began the file anew in the folder with the rest of its bytes) or a recording
+    /// under way. Queued again to be looked at after twice the settle time (at least a second),
+    /// with its size and time as they are now; true when so.
+    private func waitForIndex() -> Bool {
+        var info = stat()
+        guard !config.once, config.unfinishedWait > 0, changedSinceQueued() == nil,
+              stat(config.folder.path(claim.job.source), &info) == 0, now - info.modificationTime < config.unfinishedWait else { return false }
+        let delay = max(2 * config.settle, 1)
+        let reason = "no index yet (an .mp4/.mov gets it when its copy or recording ends); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then moved to Failed/"
+        guard (try? store.waitUnfinished(claim, size: Int64(info.st_size), modified: info.modificationTime, reason: reason,
+                                         retryAt: now + delay, now: now)) == true else { return false }
+        if watcher.sayUnfinished(claim.job.id) { watcher.log("waiting for '\(claim.job.source)': \(reason)") }
+        return true
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value < 120 ? "\(Int(value.rounded())) s" : "\(Int((value / 60).rounded())) min"
     }
 
     /// The job's file as it is now, when its size or modification time is not what was queued.

@@ -340,7 +340,7 @@ struct UpscaleCommand: ParsableCommand {
             }
             reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job, reusedFrames: reusedFrames)).line)
         } catch var error as UpscaleError {
-            if let writer, error.message.contains("has no index (no moov box)") {
+            if let writer, error.message.contains(UpscaleError.missingIndex) {
                 // A recording under way: its index comes when it stops (the advice was a repair tool).
                 error = UpscaleError(.input, "'\(input)' has no index yet: \(writer.name) (pid \(writer.pid)) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then")
             }

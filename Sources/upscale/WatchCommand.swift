@@ -27,11 +27,14 @@ struct WatchCommand: ParsableCommand {
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
     @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
+    @Option(parsing: .unconditional, help: "Minutes after its last change that an .mp4/.mov without its index (a copy that paused, a recording under way) is looked at again before it goes to Failed/ (0: at once; with --once always at once).")
+    var unfinishedMinutes = 10.0
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
         guard settle >= 0 else { throw ValidationError("--settle must be 0 or more seconds") }
         guard stallMinutes > 0 else { throw ValidationError("--stall-minutes must be more than 0") }
+        guard unfinishedMinutes >= 0 else { throw ValidationError("--unfinished-minutes must be 0 or more") }
     }
 
     func run() throws {
@@ -77,6 +80,7 @@ struct WatchCommand: ParsableCommand {
         config.recursive = recursive
         config.execAfter = execAfter
         config.stallSeconds = stallMinutes * 60
+        config.unfinishedWait = unfinishedMinutes * 60
         if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_RETRY_SECONDS"], let seconds = Double(text) {
             config.unavailableRetry = seconds
             config.backoff = seconds

@@ -717,6 +717,46 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Originals"), ["trip"])
     }
 
+    /// A copy of an .mp4 that pauses longer than the settle time, half written (its index, at
+    /// the end, not yet there): it was moved to Failed/ half copied, and the copy going on then
+    /// began the file anew in the folder with only the rest of its bytes. It stays, is looked at
+    /// again, and is upscaled once, whole, when the copy ends. One that never ends goes to
+    /// Failed/ once `--unfinished-minutes` have passed since its last change.
+    func testAPausedCopyOfAnMP4IsUpscaledWhenItEnds() throws {
+        let whole = try Data(contentsOf: Self.clip)
+        let copy = inbox.appendingPathComponent("copy.mp4")
+        try whole.prefix(whole.count / 2).write(to: copy)
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "5"] + Self.encode)
+        defer { watcher.terminate(); watcher.waitUntilExit() }
+        try waitFor("the half copy to be looked at") { try listing().jobs.first?.error?.contains("no index yet") == true }
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertEqual(try Data(contentsOf: copy), whole.prefix(whole.count / 2), "the half copy is left as it is")
+        let handle = try FileHandle(forWritingTo: copy)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: whole.suffix(from: whole.count / 2))
+        try handle.close()
+        try waitFor("the whole copy to be upscaled") { files("Originals") == ["copy.mp4"] }
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/copy.mp4")), whole)
+        XCTAssertEqual(files("Upscaled"), ["copy Upscaled.mp4"], "upscaled once")
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/copy Upscaled.mp4")), try frames(Self.clip))
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        watcher.terminate()
+        watcher.waitUntilExit()
+
+        // A copy that never ends: looked at again until 3 s after its last change, then failed.
+        let cut = inbox.appendingPathComponent("cut.mp4")
+        try whole.prefix(whole.count / 2).write(to: cut)
+        let second = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "0.05"] + Self.encode)
+        defer { second.terminate(); second.waitUntilExit() }
+        try waitFor("the cut copy to be looked at") { try listing().jobs.contains { $0.source == "cut.mp4" && $0.error?.contains("no index yet") == true } }
+        XCTAssertEqual(files("Failed"), [], "not failed before its time")
+        try waitFor("the cut copy to fail") { files("Failed") == ["cut.mp4", "cut.mp4.error.txt"] }
+        let note = try String(contentsOf: inbox.appendingPathComponent("Failed/cut.mp4.error.txt"), encoding: .utf8)
+        XCTAssertTrue(note.contains("has no index (no moov box)"), note)
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Failed/cut.mp4")), whole.prefix(whole.count / 2))
+    }
+
     /// Failed files whose names are too long for "<name>.error.txt" (253 bytes) get their notes
     /// under shortened names (once none was written, unsaid), and two that begin alike keep a
     /// note each (both were cut to the same 245 bytes, the second failure's note over the
