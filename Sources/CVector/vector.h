@@ -41,10 +41,6 @@ static inline __attribute__((always_inline)) upscale_float16 upscale_float_from_
     return __builtin_convertvector(v, upscale_float16);
 }
 
-static inline __attribute__((always_inline)) upscale_float4 upscale_float_from_int4(upscale_int4 v) {
-    return __builtin_convertvector(v, upscale_float4);
-}
-
 static inline __attribute__((always_inline)) upscale_int16 upscale_int_from_bytes16(upscale_bytes16 v) {
     return __builtin_convertvector(v, upscale_int16);
 }
@@ -111,31 +107,13 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_dot_pairs(ups
 #endif
 }
 
-/// The four sums of lanes 4·p ... 4·p + 3 of `a + b` (p = 0 ... 3): the 2x filters' phase sums
-/// (`EdgeRefiner.filterPairs`; `filterFolded`'s A and D sums). With AVX2 the 16 lanes are two 256-bit halves, phases 0|1 and
-/// 2|3: the halves' words interleaved and added, the 64-bit halves of each 128-bit lane added,
-/// and the two lanes' first sums interleaved (seven instructions; summing neighbours across all
-/// 16 lanes and then gathering lanes 0, 4, 8 and 12 took about twelve, and their chain was a
-/// third of the 2x filters' time on a Zen 1 core). AVX-512 holds the 16 lanes in one register.
-static inline __attribute__((always_inline)) upscale_int4 upscale_phase_sums(upscale_int16 a, upscale_int16 b) {
-    upscale_int16 all = a + b;
-#if defined(__AVX512F__)
-    upscale_int16 one = all + __builtin_shufflevector(all, all, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-    upscale_int16 two = one + __builtin_shufflevector(one, one, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-    return __builtin_shufflevector(two, two, 0, 4, 8, 12);
-#else
-    upscale_int8 s = __builtin_shufflevector(all, all, 0, 8, 1, 9, 4, 12, 5, 13)
-                   + __builtin_shufflevector(all, all, 2, 10, 3, 11, 6, 14, 7, 15);
-    upscale_int8 u = s + __builtin_shufflevector(s, s, 2, 3, 0, 1, 6, 7, 4, 5);
-    return __builtin_shufflevector(u, u, 0, 4, 1, 5);
-#endif
-}
-
-/// Four samples' phase sums at once: lane 4·i + p of the result is `upscale_phase_sums`' lane
-/// p for the sample whose `a + b` is s_i. Per phase (a group of four lanes) the four samples'
-/// lanes are added pairwise as a 4x4 transpose-and-add (interleave and add the 32-bit lanes of
-/// s0 with s1 and of s2 with s3, then the 64-bit halves of those): 9 instructions on AVX-512
-/// for four samples, where each sample alone took 5 in one dependent chain.
+/// The 2x filters' phase sums of four samples (`EdgeRefiner.pairSums`, or `foldedSums`' A and D
+/// sums): sample i's 16 lanes s_i hold phase p's sum in parts in lanes 4·p ... 4·p + 3; lane
+/// 4·i + p of the result is their sum. A 4x4 transpose-and-add per phase (the 32-bit lanes of s0
+/// and s1, and of s2 and s3, interleaved and added, then the 64-bit halves of those), then one
+/// permute to sample-major order: 9 instructions on AVX-512 for four samples, where one sample's
+/// reduction alone was a dependent chain of 5 (on AVX2, where the 16 lanes are two 256-bit
+/// halves, the same steps stay within each half until the last permute).
 static inline __attribute__((always_inline)) upscale_int16 upscale_phase_sums4(upscale_int16 s0, upscale_int16 s1, upscale_int16 s2, upscale_int16 s3) {
     upscale_int16 u = __builtin_shufflevector(s0, s1, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29)
                     + __builtin_shufflevector(s0, s1, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
@@ -147,7 +125,9 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_phase_sums4(u
     return __builtin_shufflevector(x, x, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 }
 
-/// `upscale_unfolded` of each group of four lanes (four samples' folded sums at once).
+/// Four samples' four phases' doubled sums (lanes 4·i ... 4·i + 3: sample i's 2x2 block in
+/// row-major order) from their folded sums [A0, A1, D0, D1] in the same lanes: phase p is A + D,
+/// its half-turn partner 3 - p is A - D.
 static inline __attribute__((always_inline)) upscale_int16 upscale_unfolded4(upscale_int16 sums) {
     upscale_int16 a = __builtin_shufflevector(sums, sums, 0, 1, 1, 0, 4, 5, 5, 4, 8, 9, 9, 8, 12, 13, 13, 12);
     upscale_int16 d = __builtin_shufflevector(sums, sums, 2, 3, 3, 2, 6, 7, 7, 6, 10, 11, 11, 10, 14, 15, 15, 14);
@@ -187,14 +167,6 @@ static inline __attribute__((always_inline)) upscale_int16 upscale_folded_words(
     upscale_words16 dd = __builtin_shufflevector(d, d, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
     return (upscale_int16)__builtin_shufflevector(aa, dd, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
                                                   16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
-}
-
-/// The four phases' doubled sums (0 ... 3: the 2x2 block in row-major order) from the folded
-/// sums [A0, A1, D0, D1]: phase p is A + D, its half-turn partner 3 - p is A - D.
-static inline __attribute__((always_inline)) upscale_int4 upscale_unfolded(upscale_int4 sums) {
-    upscale_int4 a = __builtin_shufflevector(sums, sums, 0, 1, 1, 0), d = __builtin_shufflevector(sums, sums, 2, 3, 3, 2);
-    upscale_int4 negate = {0, 0, -1, -1};
-    return a + ((d ^ negate) - negate);
 }
 
 /// Lanes k ... k + 15 of the 32 lanes of `lo` followed by `hi` (k = 1, 2, 14, 15): a row's

@@ -515,8 +515,8 @@ public struct EdgeRefiner: Sendable {
     /// Per-worker rows for the refinement: the last 8 input rows as Float (and for 2x as 16-bit
     /// samples), the last 8 rows of gradient products, the last 4 rows' 3-wide minimum and
     /// maximum, and for the current row the column sums of the tensor and, per sample, the edge
-    /// test, the class, the 3x3 range, the fade weight, and either the list of edge samples (3x, 4x) or the
-    /// filters' values and the blend weights (2x). Rows carry 16 floats of padding on both sides
+    /// test, the class, the 3x3 range, the fade weight, the list of edge samples, and for 2x the
+    /// filters' values and the blend weights. Rows carry 16 floats of padding on both sides
     /// so vector loops can run past the ends (the sample rows' padding stays 0).
     public final class Scratch: @unchecked Sendable {
         let width: Int
@@ -537,9 +537,10 @@ public struct EdgeRefiner: Sendable {
         /// `weight(strength:)` of each sample (in chunks with an edge).
         let alpha: UnsafeMutablePointer<Float>
         let classes: UnsafeMutablePointer<Int32>
-        /// 3x and 4x: positions of the current row's edge samples (see `collectEdges`).
+        /// Positions of the current row's edge samples (see `collectEdges`), with room for 2x's
+        /// padding to a multiple of four.
         let list: UnsafeMutablePointer<Int32>
-        /// For 2x: 2 floats per sample of the row (at 2·x), where `filterPairs` or `filterFolded` leaves each edge
+        /// For 2x: 2 floats per sample of the row (at 2·x), where `refineRow` leaves each edge
         /// sample's upper two values, and its lower two in `sumsBelow`: the blend reads each
         /// output row's values in order, no shuffle (across the halves of a 256-bit register,
         /// `vperm2f128`, 8 micro-ops on a Zen 1 core). Other samples hold earlier values (always finite).

@@ -108,7 +108,8 @@ public protocol JobStore: AnyObject {
     /// Adds a note of a job's run (`JobRecord.notes`), unless it has it already.
     func addNote(id: Int64, _ note: String) throws
     /// The file changed while queued or running (still being written): queued again at
-    /// `retryAt`, judged from then on by its new size and modification time.
+    /// `retryAt`, judged from then on by its new size and modification time, the run not
+    /// counted as an attempt (a file still growing used them up before it was whole).
     func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool
     /// A failed job queued again from its original's new place (`queue retry`).
     func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool

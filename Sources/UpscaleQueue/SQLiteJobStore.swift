@@ -207,7 +207,8 @@ public final class SQLiteJobStore: JobStore {
 
     public func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool {
         try update(claim, """
-            state = 'queued', size = ?, modified = ?, error = 'the file changed while queued; waiting for it to settle', notes = '',
+            state = 'queued', size = ?, modified = ?, attempts = MAX(attempts - 1, 0),
+            error = 'the file changed while queued; waiting for it to settle', notes = '',
             not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
             """, [size, modified, retryAt, now], states: "'running', 'finishing'")
     }

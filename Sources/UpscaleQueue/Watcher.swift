@@ -349,11 +349,19 @@ public final class Watcher: @unchecked Sendable {
 
     func jobFailed() { lock.withLock { failedThisRun += 1 } }
 
-    /// Jobs whose file was said to look unfinished: said once, not at every look.
-    private var unfinishedSaid: Set<Int64> = []
+    /// What was said of a job that is looked at again and again ("\(id) unfinished", "\(id)
+    /// changed"): said once, not at every look, until the job ends or its file changes.
+    private var said: Set<String> = []
 
-    /// Whether job `id`'s unfinished file is to be said now (the first time).
-    func sayUnfinished(_ id: Int64) -> Bool { lock.withLock { unfinishedSaid.insert(id).inserted } }
+    /// Whether `what` is to be said of job `id` now (not said since it was last forgotten).
+    func sayOnce(_ id: Int64, _ what: String) -> Bool { lock.withLock { said.insert("\(id) \(what)").inserted } }
+
+    func wasSaid(_ id: Int64, _ what: String) -> Bool { lock.withLock { said.contains("\(id) \(what)") } }
+
+    /// Forgets what was said of job `id` (`what`, or everything).
+    func forgetSaid(_ id: Int64, _ what: String? = nil) {
+        lock.withLock { said = said.filter { !($0.hasPrefix("\(id) ") && (what == nil || $0 == "\(id) \(what!)")) } }
+    }
 
     func log(_ text: String) { say(text) }
 
@@ -567,20 +575,24 @@ final class RunningJob: @unchecked Sendable {
         let source = config.folder.path(job.source)
         let started = Date()
         let outputFolder = config.folder.mirror(config.folder.upscaled, of: job.source)
-        watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
+        // Changed while it waited its turn (a copy that went on after a pause): taken once it
+        // settles again, rather than upscaled now, found "replaced" at the end and run again.
+        if let changed = changedSinceQueued() {
+            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            watcher.forgetSaid(job.id, "unfinished")
+            if watcher.sayOnce(job.id, "changed") { watcher.log("'\(job.source)' changed since it was queued; it will be taken once it settles") }
+            return
+        }
+        // A file looked at again for its index is said once (`waitForIndex`), not at every look.
+        if !watcher.wasSaid(job.id, "unfinished") {
+            watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
+        }
         guard config.folder.isAvailable else {
             try? store.release(claim, now: now)
             return
         }
         guard FileManager.default.fileExists(atPath: source) else {
             finishFailed(reason: "'\(job.source)' disappeared from the folder before it was upscaled", detail: "", transient: false, crashed: false, move: false)
-            return
-        }
-        // Changed while it waited its turn (a copy that went on after a pause): taken once it
-        // settles again, rather than upscaled now, found "replaced" at the end and run again.
-        if let changed = changedSinceQueued() {
-            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
-            watcher.log("'\(job.source)' changed since it was queued; it will be taken once it settles")
             return
         }
         do {
@@ -744,6 +756,7 @@ final class RunningJob: @unchecked Sendable {
             stays(error)
         }
         try? store.finish(id: job.id, now: now)
+        watcher.forgetSaid(job.id)
         let done = lock.withLock { summaryFrames ?? frames }
         watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
         runExecAfter(input: original, output: planned.path, state: "done", error: "")
@@ -756,13 +769,12 @@ final class RunningJob: @unchecked Sendable {
     /// with its size and time as they are now; true when so.
     private func waitForIndex() -> Bool {
         var info = stat()
-        guard !config.once, config.unfinishedWait > 0, changedSinceQueued() == nil,
-              stat(config.folder.path(claim.job.source), &info) == 0, now - info.modificationTime < config.unfinishedWait else { return false }
+        guard !config.once, config.unfinishedWait > 0, stat(config.folder.path(claim.job.source), &info) == 0, now - info.modificationTime < config.unfinishedWait else { return false }
         let delay = max(2 * config.settle, 1)
         let reason = "no index yet (an .mp4/.mov gets it when its copy or recording ends); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then moved to Failed/"
         guard (try? store.waitUnfinished(claim, size: Int64(info.st_size), modified: info.modificationTime, reason: reason,
                                          retryAt: now + delay, now: now)) == true else { return false }
-        if watcher.sayUnfinished(claim.job.id) { watcher.log("waiting for '\(claim.job.source)': \(reason)") }
+        if watcher.sayOnce(claim.job.id, "unfinished") { watcher.log("waiting for '\(claim.job.source)': \(reason)") }
         return true
     }
 
@@ -827,6 +839,7 @@ final class RunningJob: @unchecked Sendable {
                 stays(error)
             }
         }
+        watcher.forgetSaid(job.id)
         _ = try? store.fail(claim, error: reason, crashed: crashed, retryAt: nil,
                             movedTo: movedTo.isEmpty ? nil : String(movedTo.dropFirst(config.folder.root.count + 1)), now: now)
         watcher.log("failed '\(job.source)': \(reason)\(movedTo.isEmpty ? "" : " (moved to '\(movedTo)')")")

@@ -342,7 +342,7 @@ struct UpscaleCommand: ParsableCommand {
         } catch var error as UpscaleError {
             if let writer, error.message.contains(UpscaleError.missingIndex) {
                 // A recording under way: its index comes when it stops (the advice was a repair tool).
-                error = UpscaleError(.input, "'\(input)' has no index yet: \(writer.name) (pid \(writer.pid)) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then")
+                error = UpscaleError(.input, "'\(input)' \(UpscaleError.missingIndex) yet: \(writer.name) (pid \(writer.pid)) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then")
             }
             reporter.send(JobReport.error(kind: "\(error.kind)", text: error.message).line)
             switch error.kind {

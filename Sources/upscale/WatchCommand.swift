@@ -27,7 +27,7 @@ struct WatchCommand: ParsableCommand {
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
     @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
-    @Option(parsing: .unconditional, help: "Minutes after its last change that an .mp4/.mov without its index (a copy that paused, a recording under way) is looked at again before it goes to Failed/ (0: at once; with --once always at once).")
+    @Option(parsing: .unconditional, help: "Minutes after its last change that an .mp4/.mov without its index (a copy that paused, a recording under way) is looked at again before it goes to Failed/ (0: at once; with --once always at once; with --queue such a file is looked at again whenever it changes).")
     var unfinishedMinutes = 10.0
 
     func validate() throws {

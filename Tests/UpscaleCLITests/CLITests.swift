@@ -802,7 +802,7 @@ final class CLITests: XCTestCase {
         defer { try? recorder.close() }
         let early = try upscale(["recording.mp4", "--width", "256"], in: dir)
         XCTAssertEqual(early.status, 1, early.stderr)
-        XCTAssertTrue(early.stderr.contains("error: 'recording.mp4' has no index yet: "), early.stderr)
+        XCTAssertTrue(early.stderr.contains("error: 'recording.mp4' has no index (no moov box) yet: "), early.stderr)
         XCTAssertTrue(early.stderr.contains("(pid \(getpid())) is still writing it, and an .mp4/.mov gets its index when the recording stops; run it again then"), early.stderr)
         XCTAssertFalse(early.stderr.contains("untrunc"), early.stderr)
     }

@@ -740,7 +740,9 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), ["copy Upscaled.mp4"], "upscaled once")
         XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/copy Upscaled.mp4")), try frames(Self.clip))
         XCTAssertEqual(files("Failed"), [])
+        // Looks at the half copy and the start that found it changed are not attempts.
         XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1])
         watcher.terminate()
         watcher.waitUntilExit()
 
