@@ -7,8 +7,6 @@
 #define UPSCALE_VECTOR_H
 
 typedef float upscale_float16 __attribute__((ext_vector_type(16)));
-typedef float upscale_float4 __attribute__((ext_vector_type(4)));
-typedef int upscale_int4 __attribute__((ext_vector_type(4)));
 typedef int upscale_int16 __attribute__((ext_vector_type(16)));
 typedef unsigned char upscale_bytes16 __attribute__((ext_vector_type(16)));
 typedef int upscale_int8 __attribute__((ext_vector_type(8)));

@@ -107,17 +107,15 @@ public protocol JobStore: AnyObject {
     func markStayed(id: Int64) throws
     /// Adds a note of a job's run (`JobRecord.notes`), unless it has it already.
     func addNote(id: Int64, _ note: String) throws
-    /// The file changed while queued or running (still being written): queued again at
-    /// `retryAt`, judged from then on by its new size and modification time, the run not
+    /// The file changed while queued or running (still being written), or looks unfinished (an
+    /// .mp4/.mov without its index yet): queued again at `retryAt` with `reason` as its error,
+    /// judged from then on by its size and modification time as they are now, the run not
     /// counted as an attempt (a file still growing used them up before it was whole).
-    func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool
+    func resettle(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool
     /// A failed job queued again from its original's new place (`queue retry`).
     func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool
     /// Not started for lack of space: waits until `until` without counting the run.
     func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws
-    /// A file that looks unfinished (an .mp4/.mov without its index yet): queued again at
-    /// `retryAt` with its size and time as they are now, the run not counted as an attempt.
-    func waitUnfinished(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool
     /// Back to queued without counting the run (the watcher is shutting down).
     func release(_ claim: JobClaim, now: Double) throws
     /// Running jobs whose lease ran out go back to the queue.

@@ -205,12 +205,11 @@ public final class SQLiteJobStore: JobStore {
         try locked { try db.query("UPDATE jobs SET stayed = 1 WHERE id = ?", [id]) }
     }
 
-    public func resettle(_ claim: JobClaim, size: Int64, modified: Double, retryAt: Double, now: Double) throws -> Bool {
+    public func resettle(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool {
         try update(claim, """
-            state = 'queued', size = ?, modified = ?, attempts = MAX(attempts - 1, 0),
-            error = 'the file changed while queued; waiting for it to settle', notes = '',
+            state = 'queued', size = ?, modified = ?, attempts = MAX(attempts - 1, 0), error = ?, notes = '',
             not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
-            """, [size, modified, retryAt, now], states: "'running', 'finishing'")
+            """, [size, modified, reason, retryAt, now], states: "'running', 'finishing'")
     }
 
     public func requeueFailed(id: Int64, source: String, size: Int64, modified: Double, now: Double) throws -> Bool {
@@ -221,13 +220,6 @@ public final class SQLiteJobStore: JobStore {
                 """, [source, size, modified, now, id])
             return db.changes == 1
         }
-    }
-
-    public func waitUnfinished(_ claim: JobClaim, size: Int64, modified: Double, reason: String, retryAt: Double, now: Double) throws -> Bool {
-        try update(claim, """
-            state = 'queued', size = ?, modified = ?, attempts = MAX(attempts - 1, 0), error = ?, notes = '',
-            not_before = ?, token = NULL, owner = NULL, lease_expires = NULL, updated = ?
-            """, [size, modified, reason, retryAt, now], states: "'running'")
     }
 
     public func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws {

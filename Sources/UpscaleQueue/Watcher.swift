@@ -353,8 +353,10 @@ public final class Watcher: @unchecked Sendable {
     /// changed"): said once, not at every look, until the job ends or its file changes.
     private var said: Set<String> = []
 
-    /// Whether `what` is to be said of job `id` now (not said since it was last forgotten).
-    func sayOnce(_ id: Int64, _ what: String) -> Bool { lock.withLock { said.insert("\(id) \(what)").inserted } }
+    /// Says `text` unless `what` was said of job `id` since it was last forgotten.
+    func sayOnce(job id: Int64, _ what: String, _ text: String) {
+        if lock.withLock({ said.insert("\(id) \(what)").inserted }) { say(text) }
+    }
 
     func wasSaid(_ id: Int64, _ what: String) -> Bool { lock.withLock { said.contains("\(id) \(what)") } }
 
@@ -578,9 +580,9 @@ final class RunningJob: @unchecked Sendable {
         // Changed while it waited its turn (a copy that went on after a pause): taken once it
         // settles again, rather than upscaled now, found "replaced" at the end and run again.
         if let changed = changedSinceQueued() {
-            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            settleAgain(changed)
             watcher.forgetSaid(job.id, "unfinished")
-            if watcher.sayOnce(job.id, "changed") { watcher.log("'\(job.source)' changed since it was queued; it will be taken once it settles") }
+            watcher.sayOnce(job: job.id, "changed", "'\(job.source)' changed since it was queued; it will be taken once it settles")
             return
         }
         // A file looked at again for its index is said once (`waitForIndex`), not at every look.
@@ -734,7 +736,7 @@ final class RunningJob: @unchecked Sendable {
         // moved out as done, never upscaled. The output stays (it is of the version queued) and
         // the new version is taken again once it settles.
         if let changed = changedSinceQueued() {
-            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            settleAgain(changed)
             watcher.log("'\(job.source)' was replaced while it was upscaled; '\(relativeOutput)' is of the version queued, and the new one will be taken once it settles")
             return
         }
@@ -768,14 +770,18 @@ final class RunningJob: @unchecked Sendable {
     /// under way. Queued again to be looked at after twice the settle time (at least a second),
     /// with its size and time as they are now; true when so.
     private func waitForIndex() -> Bool {
-        var info = stat()
-        guard !config.once, config.unfinishedWait > 0, stat(config.folder.path(claim.job.source), &info) == 0, now - info.modificationTime < config.unfinishedWait else { return false }
+        guard !config.once, config.unfinishedWait > 0, let file = currentFile(), now - file.modified < config.unfinishedWait else { return false }
         let delay = max(2 * config.settle, 1)
         let reason = "no index yet (an .mp4/.mov gets it when its copy or recording ends); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then moved to Failed/"
-        guard (try? store.waitUnfinished(claim, size: Int64(info.st_size), modified: info.modificationTime, reason: reason,
-                                         retryAt: now + delay, now: now)) == true else { return false }
-        if watcher.sayOnce(claim.job.id, "unfinished") { watcher.log("waiting for '\(claim.job.source)': \(reason)") }
+        guard (try? store.resettle(claim, size: file.size, modified: file.modified, reason: reason, retryAt: now + delay, now: now)) == true else { return false }
+        watcher.sayOnce(job: claim.job.id, "unfinished", "waiting for '\(claim.job.source)': \(reason)")
         return true
+    }
+
+    /// Back to settling, judged from now on by the file as it is (`changedSinceQueued`).
+    private func settleAgain(_ changed: (size: Int64, modified: Double)) {
+        _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, reason: "the file changed while queued; waiting for it to settle",
+                                retryAt: now + max(2 * config.settle, 5), now: now)
     }
 
     private static func seconds(_ value: Double) -> String {
@@ -784,10 +790,15 @@ final class RunningJob: @unchecked Sendable {
 
     /// The job's file as it is now, when its size or modification time is not what was queued.
     private func changedSinceQueued() -> (size: Int64, modified: Double)? {
+        guard let file = currentFile() else { return nil }
+        return file.size != claim.job.size || file.modified != claim.job.modified ? file : nil
+    }
+
+    /// The job's file's size and modification time now (nil when it is gone).
+    private func currentFile() -> (size: Int64, modified: Double)? {
         var info = stat()
         guard stat(config.folder.path(claim.job.source), &info) == 0 else { return nil }
-        let now = (size: Int64(info.st_size), modified: info.modificationTime)
-        return now.size != claim.job.size || now.modified != claim.job.modified ? now : nil
+        return (Int64(info.st_size), info.modificationTime)
     }
 
     /// The original could not be moved out: it stays, and is not taken again unless it changes
@@ -808,7 +819,7 @@ final class RunningJob: @unchecked Sendable {
         if !crashed, let changed = changedSinceQueued() {
             // Judged by its new size and time from now on: a file replaced by one that fails was
             // "changed" at every retry before, for good (and `--once` never returned).
-            _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, retryAt: now + max(2 * config.settle, 5), now: now)
+            settleAgain(changed)
             watcher.log("'\(job.source)' changed since it was queued; it will be taken again once it settles")
             return
         }
