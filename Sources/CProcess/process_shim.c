@@ -9,6 +9,12 @@ int upscale_set_parent_death_signal(int sig) {
     return prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0, 0, 0);
 }
 
+#include <spawn.h>
+
+int upscale_spawn_close_from(void *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, lowest);
+}
+
 #include <sys/vfs.h>
 
 long upscale_filesystem_type(const char *path) {

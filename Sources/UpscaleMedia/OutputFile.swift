@@ -362,6 +362,7 @@ final class OutputFile {
                 throw UpscaleError(.output, "the disk is full: finishing '\(finalPath)' failed; free some space or choose another --output folder")
             }
         }
+        TestHook.pauseIfBeforePlacing()
         return try FolderWrites.place(temporaryPath, at: finalPath, overwrite: overwrite, freeName: freeName)
     }
 

@@ -18,6 +18,9 @@ public enum TestHook: Equatable, Sendable {
     /// A chunked run stops for good after its join put the output in place, before it removes
     /// its chunks (as the removal of thousands of chunk files takes a while).
     case stallAfterJoin
+    /// A job pauses this many seconds (for good, if nil) after its last look for a stop, as its
+    /// finished output is about to be placed: a child that outlives its killed watcher.
+    case pauseBeforePlacing(seconds: Double?)
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
     /// input, contains that text: one file of a batch can crash while the others run.
@@ -40,6 +43,7 @@ public enum TestHook: Equatable, Sendable {
         case "worker-dies-after-join": return .crashAfterJoin
         case "interrupt-at-join": return .interruptAtJoin
         case "stall-after-join": return .stallAfterJoin
+        case "pause-before-placing": return .pauseBeforePlacing(seconds: parts.count > 1 ? Double(parts[1]) : nil)
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "kill": return .crash(signal: SIGKILL, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
@@ -50,6 +54,16 @@ public enum TestHook: Equatable, Sendable {
     /// Free bytes a job sees in its output folder instead of the real figure
     /// (`UPSCALE_TEST_FREE_BYTES`): the watch folder's wait for space, without filling a disk.
     public static let freeBytes: Int64? = ProcessInfo.processInfo.environment["UPSCALE_TEST_FREE_BYTES"].flatMap { Int64($0) }
+
+    /// The `pauseBeforePlacing` hook, said on stderr (a watched job's log) as it starts.
+    public static func pauseIfBeforePlacing() {
+        guard case .pauseBeforePlacing(let seconds)? = current else { return }
+        fputs("test hook: pausing before the output is placed\n", stderr)
+        fflush(stderr)
+        guard let seconds else { stallForever() }
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end { usleep(20_000) }
+    }
 
     public static func stallForever() -> Never {
         while true { sleep(3600) }

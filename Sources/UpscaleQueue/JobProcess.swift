@@ -29,8 +29,10 @@ public final class JobProcess: @unchecked Sendable {
     /// Starts `executable` with `arguments`; `onLine` gets each line the child writes on
     /// its report pipe, on a background thread, in order.
     /// With `log`, the child's stdout and stderr go to that file (appended) instead of ours.
+    /// With `holding`, the child gets that lock's descriptor as `JobLock.childDescriptor`, and
+    /// with it the lock until it ends.
     public convenience init(executable: String, arguments: [String], environment: [String: String] = [:], log: String? = nil,
-                            onLine: @escaping @Sendable (String) -> Void) throws {
+                            holding jobLock: JobLock? = nil, onLine: @escaping @Sendable (String) -> Void) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw JobProcessError("cannot create a pipe: \(String(cString: strerror(errno)))") }
         let (readEnd, writeEnd) = (fds[0], fds[1])
@@ -58,6 +60,8 @@ public final class JobProcess: @unchecked Sendable {
             posix_spawn_file_actions_adddup2(&actions, logDescriptor, 1)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
+        // Last: its descriptor here is 10 or above, never one of those set above.
+        if let jobLock { posix_spawn_file_actions_adddup2(&actions, jobLock.fd, JobLock.childDescriptor) }
 
         var env = ProcessInfo.processInfo.environment
         // A crash is reported by the parent in one line; the Swift runtime's backtrace
@@ -71,6 +75,7 @@ public final class JobProcess: @unchecked Sendable {
             close(readEnd)
             throw JobProcessError("cannot start \(executable): \(String(cString: strerror(spawned)))")
         }
+        jobLock?.holder(child)
         self.init(pid: child, reportEnd: readEnd, onLine: onLine)
     }
 
@@ -258,7 +263,8 @@ private final class LineCollector: @unchecked Sendable {
 /// Starts `executable` with `arguments` and exactly `environment`, in a process group of its
 /// own (so that it and all it starts can be signalled together), with the signals a user sends
 /// at their default action and none blocked, whatever this process does with them. Returns
-/// posix_spawn's result (0 or an errno) and the child's pid.
+/// posix_spawn's result (0 or an errno) and the child's pid. Descriptors above the report pipe
+/// (3) and a job's lock (4) are closed in the child.
 func spawnInOwnGroup(_ executable: String, _ arguments: [String], environment: [String: String],
                      actions: inout posix_spawn_file_actions_t) -> (status: Int32, pid: pid_t) {
     var attributes = posix_spawnattr_t()
@@ -273,6 +279,11 @@ func spawnInOwnGroup(_ executable: String, _ arguments: [String], environment: [
     var none = sigset_t()
     sigemptyset(&none)
     posix_spawnattr_setsigmask(&attributes, &none)
+    // Nothing else this process was given reaches the child: a descriptor this process
+    // inherited open across exec (a service manager's socket, the end of a pipe that tells
+    // whoever started the watcher that it ended) was held open by every job it started, so
+    // that end came only when the last job's child did.
+    _ = upscale_spawn_close_from(&actions, JobLock.childDescriptor + 1)
     let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
     defer {

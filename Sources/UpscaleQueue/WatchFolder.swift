@@ -147,6 +147,114 @@ public final class FolderLock {
     }
 }
 
+/// A running job's lock: `.upscale/running/job-<id>.lock`, locked (flock) by the watcher
+/// before the job's child starts and inherited by the child, which holds it until it ends,
+/// even if its watcher is killed first. The child then gets SIGTERM, but one already past
+/// its last look for a stop (syncing and renaming its finished output) goes on and places
+/// its output a moment later. The next watcher waits for every lock left there before it
+/// looks at the jobs the last one was running, so it never runs such a job a second time.
+public final class JobLock {
+    /// The descriptor it has in the job's child.
+    public static let childDescriptor: Int32 = 4
+
+    public let path: String
+    /// In this process; above the descriptors a child's report pipe and lock take.
+    let fd: Int32
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    static func folder(_ folder: WatchFolder) -> String { folder.state + "/running" }
+
+    /// Takes job `id`'s lock (waiting, as at start, for a child a killed watcher left holding it).
+    static func take(folder: WatchFolder, id: Int64, grace: Double, say: (String) -> Void) throws -> JobLock {
+        let directory = Self.folder(folder)
+        try WatchFolder.makeFolder(directory, root: folder.root)
+        let path = directory + "/job-\(id).lock"
+        let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard opened >= 0 else { throw WatchError("cannot create '\(path)': \(String(cString: strerror(errno)))") }
+        let fd = fcntl(opened, F_DUPFD_CLOEXEC, 10)
+        close(opened)
+        guard fd >= 0 else { throw WatchError("cannot open '\(path)': \(String(cString: strerror(errno)))") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            waitFor(path: path, fd: fd, output: nil, grace: grace, say: say)
+        }
+        return JobLock(path: path, fd: fd)
+    }
+
+    /// Records the pid of the child that holds it (for the wait of a later watcher).
+    func holder(_ pid: pid_t) {
+        ftruncate(fd, 0)
+        let text = "\(pid)\n"
+        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    /// Once the child has ended: the lock file goes (while still locked, so that no later
+    /// watcher takes a lock on a name about to be removed) and the lock with it.
+    func release() {
+        unlink(path)
+        close(fd)
+    }
+
+    /// Waits for every lock a killed watcher's children still hold, then removes the files.
+    /// A child that has not ended `grace` seconds after the wait began (stuck writing to a
+    /// share that went away) is ended with SIGKILL and its temporary output removed; its job
+    /// then runs again. `outputs` gives each job's planned output by id.
+    static func waitForAll(folder: WatchFolder, grace: Double, outputs: [Int64: String], say: (String) -> Void) {
+        let directory = Self.folder(folder)
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
+            let path = directory + "/" + name
+            let fd = open(path, O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                let id = Int64(name.dropFirst("job-".count).dropLast(".lock".count))
+                waitFor(path: path, fd: fd, output: id.flatMap { outputs[$0] }, grace: grace, say: say)
+            }
+            unlink(path)
+            close(fd)
+        }
+    }
+
+    /// Blocks until `fd`'s lock is taken, ending its holder after `grace` seconds.
+    private static func waitFor(path: String, fd: Int32, output: String?, grace: Double, say: (String) -> Void) {
+        let holder = readHolder(fd)
+        let job = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent.replacingOccurrences(of: "-", with: " ")
+        say("\(job)'s process\(holder.map { " (pid \($0))" } ?? ""), left running by the last watcher, is still ending; waiting for it (up to \(Int(grace.rounded(.up))) s)")
+        let start = Date()
+        var killed = false
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if !killed, Date().timeIntervalSince(start) >= grace {
+                killed = true
+                if let holder, holds(holder, path) {
+                    kill(holder, SIGKILL)
+                    if let output { PartialFile.remove(for: output, pid: holder) }
+                    say("\(job)'s process (pid \(holder)) did not end; stopped it (SIGKILL)")
+                } else {
+                    say("\(job)'s lock '\(path)' is held by a process that does not end; waiting for it")
+                }
+            }
+            usleep(50_000)
+        }
+    }
+
+    private static func readHolder(_ fd: Int32) -> pid_t? {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let n = pread(fd, &bytes, bytes.count, 0)
+        guard n > 0 else { return nil }
+        return pid_t(String(decoding: bytes[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Whether process `pid` has `path` open as a job's child does (not another process that
+    /// was given the same pid since).
+    private static func holds(_ pid: pid_t, _ path: String) -> Bool {
+        var held = stat(), lock = stat()
+        guard stat("/proc/\(pid)/fd/\(childDescriptor)", &held) == 0, stat(path, &lock) == 0 else { return false }
+        return held.st_dev == lock.st_dev && held.st_ino == lock.st_ino
+    }
+}
+
 /// Moves and names files without ever replacing one: `a.mov` taken becomes `a 2.mov`.
 public enum SafeFiles {
     /// Renames `from` into `folder` under a free name (creating the folder), syncs both

@@ -31,6 +31,9 @@ public struct WatchConfiguration: Sendable {
     public var backoff = 10.0
     /// Environment added to each job's child (the tests' fault hooks).
     public var childEnvironment: [String: String] = [:]
+    /// How long a job's child that a killed watcher left running is waited for at start
+    /// before it is ended (see `JobLock`).
+    public var orphanGrace = 30.0
 
     public init(folder: WatchFolder, settings: [String], executable: String) {
         self.folder = folder
@@ -86,10 +89,15 @@ public final class Watcher: @unchecked Sendable {
     /// `once`, until no job is queued or running and no file is settling. Returns the exit
     /// status: 0, or 1 when a job failed in a `once` run.
     public func run(stop: CancellationFlag) throws -> Int32 {
-        let now = Date().timeIntervalSince1970
         // This process holds the folder's lock: every running job in the store belongs to a
-        // watcher that is gone. They run again from the start.
-        for job in try store.list() where job.state == .running {
+        // watcher that is gone. Their children may not be gone yet (one placing its output
+        // goes on after its watcher's death): they are waited for, then the jobs whose output
+        // is in place are finished and the others run again from the start.
+        let left = try store.list().filter { $0.state == .running }
+        JobLock.waitForAll(folder: config.folder, grace: config.orphanGrace,
+                           outputs: Dictionary(left.compactMap { job in job.output.map { (job.id, config.folder.path($0)) } }) { a, _ in a }, say: say)
+        let now = Date().timeIntervalSince1970
+        for job in left {
             if let output = job.output, FileManager.default.fileExists(atPath: config.folder.path(output)) {
                 try store.markFinishing(id: job.id, now: now)
             }
@@ -609,10 +617,18 @@ final class RunningJob: @unchecked Sendable {
         let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space",
                                         "--output", outputFolder + "/", "--", source]
         let process: JobProcess
+        let jobLock: JobLock
+        do {
+            jobLock = try JobLock.take(folder: config.folder, id: job.id, grace: config.orphanGrace, say: watcher.log)
+        } catch {
+            finishFailed(reason: "\(error)", detail: "", transient: true, crashed: false)
+            return
+        }
         do {
             process = try JobProcess(executable: config.executable, arguments: arguments, environment: config.childEnvironment,
-                                     log: logPath) { [weak self] in self?.handle($0) }
+                                     log: logPath, holding: jobLock) { [weak self] in self?.handle($0) }
         } catch {
+            jobLock.release()
             finishFailed(reason: "\(error)", detail: "", transient: true, crashed: false)
             return
         }
@@ -665,6 +681,7 @@ final class RunningJob: @unchecked Sendable {
             }
         }
         lock.withLock { child = nil }
+        jobLock.release()
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
         // A child that died left its temporary file; remove it (the next run would too).

@@ -90,6 +90,9 @@ struct WatchCommand: ParsableCommand {
         if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_STALL_SECONDS"], let seconds = Double(text) {
             config.stallSeconds = seconds
         }
+        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_ORPHAN_SECONDS"], let seconds = Double(text) {
+            config.orphanGrace = seconds
+        }
         let stop = CancellationFlag()
         let trap = SignalTrap { stop.cancel() }
         defer { withExtendedLifetime(trap) {} }

@@ -263,10 +263,8 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 10, "one SIGTERM ends the watcher and its commands")
         usleep(200_000)
         for pid in try String(contentsOfFile: pids, encoding: .utf8).split(separator: "\n").compactMap({ pid_t($0) }) {
-            // Gone, or a zombie left to init (it has stopped running).
-            let state = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.split(separator: ")").last?.dropFirst().first
-            XCTAssertTrue(state == nil || state == "Z", "process \(pid) of --exec-after still runs (\(state.map(String.init) ?? ""))")
-            if state != nil && state != "Z" { kill(pid, SIGKILL) }
+            XCTAssertFalse(Self.isRunning(pid), "process \(pid) of --exec-after still runs")
+            if Self.isRunning(pid) { kill(pid, SIGKILL) }
         }
     }
 
@@ -318,6 +316,79 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(job.attempts, 2)
         // It ran with the settings it was queued with, not the later run's.
         XCTAssertEqual(job.settings, ["--width", "960", "--preset", "slower", "--no-refine"])
+    }
+
+    /// Starts a watcher on `a.mp4` whose job pauses as its output is about to be placed (for
+    /// `pause` seconds, or for good), and kills the watcher with SIGKILL there: the job's child
+    /// lives on, past its last look for a stop. Returns the child's pid.
+    private func killWatcherWhileItsJobPlaces(pause: String) throws -> pid_t {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-placing\(pause)"])
+        let log = inbox.appendingPathComponent(".upscale/logs/job-1.log").path
+        defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
+        try waitFor("the job to reach its placing", timeout: 60) {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("pausing before the output is placed")
+        }
+        // (Not the planner's child, which plans a queued job for the ETA.)
+        let child = Self.children(of: watcher.processIdentifier).first {
+            ((try? String(contentsOfFile: "/proc/\($0)/cmdline", encoding: .utf8)) ?? "").contains("--child-report-fd\u{0}3\u{0}--unique-name")
+        }
+        kill(watcher.processIdentifier, SIGKILL)
+        watcher.waitUntilExit()
+        return try XCTUnwrap(child, "the job's child")
+    }
+
+    /// (Listed by the thread that started each: the watcher starts its jobs on their own threads.)
+    private static func children(of pid: pid_t) -> [pid_t] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.flatMap { task in
+            ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap { pid_t($0) }
+        }
+    }
+
+    /// Not gone, nor a zombie left to init (it has stopped running).
+    private static func isRunning(_ pid: pid_t) -> Bool {
+        let state = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.split(separator: ")").last?.dropFirst().first
+        return state != nil && state != "Z"
+    }
+
+    /// The watcher killed while a job's child places its finished output (its fsync of a large
+    /// file, here a pause): the child, past its last look for a stop, places it after the next
+    /// watcher started. That watcher found no output, ran the job again and made a second one
+    /// ("a Upscaled 2.mp4", about one kill in 60). It now waits for the child to end, finds
+    /// the output, checks it and moves the original: one output, the job run once.
+    func testAJobPlacingItsOutputWhenTheWatcherIsKilledIsNotRunTwice() throws {
+        let child = try killWatcherWhileItsJobPlaces(pause: ":3")
+        XCTAssertTrue(Self.isRunning(child), "the child outlives its watcher")
+        let run = try watchOnceLogged([])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(Self.isRunning(child))
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/a.mp4")), try Data(contentsOf: Self.clip))
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip))
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "done")
+        XCTAssertEqual(job.attempts, 1, "ran twice")
+        XCTAssertTrue(run.stderr.contains("recovered job 1"), run.stderr)
+    }
+
+    /// The same with a child that never ends (stuck in a write to a dead network share): the
+    /// next watcher waits a while, ends it with SIGKILL, removes its temporary file and runs
+    /// the job again. One output, no process left.
+    func testAStuckChildOfAKilledWatcherIsEndedAndItsJobRunsAgain() throws {
+        let child = try killWatcherWhileItsJobPlaces(pause: "")
+        defer { if Self.isRunning(child) { kill(child, SIGKILL) } }
+        let run = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "watch", inbox.path, "--once", "--settle", "0.3"],
+                                    timeout: 120, environment: ["UPSCALE_WATCH_ORPHAN_SECONDS": "1"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(Self.isRunning(child), "the stuck child was left running")
+        XCTAssertTrue(run.stderr.contains("did not end; stopped it (SIGKILL)"), run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip))
+        XCTAssertEqual(try listing().jobs.first?.attempts, 2)
     }
 
     /// `long.mp4` (60 frames) dropped in and watched in 1 s chunks (lossless, one thread), once

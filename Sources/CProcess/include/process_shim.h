@@ -33,6 +33,11 @@ typedef struct {
 int upscale_zygote_start(upscale_zygote *zygote, int report_fd, const char *parent_variable,
                          char **arguments, size_t *length);
 
+/// Adds "close every descriptor from `lowest` up" to a spawn's file actions (glibc 2.34's
+/// posix_spawn_file_actions_addclosefrom_np, a GNU name Swift's Glibc module does not
+/// import). `actions` is a posix_spawn_file_actions_t. Returns 0 or an errno.
+int upscale_spawn_close_from(void *actions, int lowest);
+
 /// The filesystem type number (statfs f_type) of `path`, or -1.
 long upscale_filesystem_type(const char *path);
 #endif
