@@ -75,7 +75,6 @@ public final class JobProcess: @unchecked Sendable {
             close(readEnd)
             throw JobProcessError("cannot start \(executable): \(String(cString: strerror(spawned)))")
         }
-        jobLock?.holder(child)
         self.init(pid: child, reportEnd: readEnd, onLine: onLine)
     }
 
@@ -298,11 +297,18 @@ func spawnInOwnGroup(_ executable: String, _ arguments: [String], environment: [
 /// The child's side of the report pipe: one line per message, written whole.
 public final class JobReporter: @unchecked Sendable {
     private let fd: Int32
+    private let jobLock: Int32?
     private let lock = NSLock()
 
-    public init(descriptor: Int32) { fd = descriptor }
+    /// With `jobLock` (a watched job's child), each output reported is also recorded in the
+    /// job's lock file (`JobLock.record`), for a watcher started after this one's was killed.
+    public init(descriptor: Int32, jobLock: Int32? = nil) {
+        fd = descriptor
+        self.jobLock = jobLock
+    }
 
     public func send(_ line: String) {
+        if let jobLock, case .output(let path, _, _)? = JobReport(line: line) { JobLock.record(output: path, in: jobLock) }
         let data = Array((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
         lock.lock()
         defer { lock.unlock() }

@@ -97,8 +97,8 @@ public protocol JobStore: AnyObject {
     func setOutput(_ claim: JobClaim, output: String) throws -> Bool
     /// The child succeeded: state `finishing` until `finish` after the output is checked.
     func markFinishing(_ claim: JobClaim, now: Double) throws -> Bool
-    /// A job whose watcher died after its child succeeded (the output exists): check and finish it.
-    func markFinishing(id: Int64, now: Double) throws
+    /// A job whose watcher died after its child succeeded (`output` exists): check and finish it.
+    func markFinishing(id: Int64, output: String, now: Double) throws
     func finish(id: Int64, now: Double) throws
     /// A failure: `retryAt` queues it again (transient), nil fails it for good.
     func fail(_ claim: JobClaim, error: String, crashed: Bool, retryAt: Double?, movedTo: String?, now: Double) throws -> Bool

@@ -177,9 +177,10 @@ public final class SQLiteJobStore: JobStore {
         try update(claim, "state = 'finishing', lease_expires = NULL, updated = ?", [now])
     }
 
-    public func markFinishing(id: Int64, now: Double) throws {
+    public func markFinishing(id: Int64, output: String, now: Double) throws {
         try locked {
-            try db.query("UPDATE jobs SET state = 'finishing', lease_expires = NULL, updated = ? WHERE id = ? AND state = 'running'", [now, id])
+            try db.query("UPDATE jobs SET state = 'finishing', output = ?, lease_expires = NULL, updated = ? WHERE id = ? AND state = 'running'",
+                         [output, now, id])
         }
     }
 

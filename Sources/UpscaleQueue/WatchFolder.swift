@@ -147,18 +147,21 @@ public final class FolderLock {
     }
 }
 
-/// A running job's lock: `.upscale/running/job-<id>.lock`, locked (flock) by the watcher
-/// before the job's child starts and inherited by the child, which holds it until it ends,
-/// even if its watcher is killed first. The child then gets SIGTERM, but one already past
-/// its last look for a stop (syncing and renaming its finished output) goes on and places
-/// its output a moment later. The next watcher waits for every lock left there before it
-/// looks at the jobs the last one was running, so it never runs such a job a second time.
-public final class JobLock {
+/// A job run's lock: `.upscale/running/job-<id>-<n>.lock`, made and locked (flock) by the
+/// watcher before the job's child starts, inherited by the child (as `childDescriptor`), and
+/// removed by the watcher once it is done with the job. The child holds the lock until it
+/// ends, even if its watcher is killed first: it then gets SIGTERM, but one already past its
+/// last look for a stop (syncing and renaming its finished output) goes on and places its
+/// output a moment later. The child writes each output it reports into the file (`record`).
+/// The next watcher waits for every lock left there (`waitForAll`) before it looks at the jobs
+/// the last one was running, and finishes a job from the output its child recorded: a job is
+/// never run a second time beside an output its first child placed.
+public final class JobLock: @unchecked Sendable {
     /// The descriptor it has in the job's child.
     public static let childDescriptor: Int32 = 4
 
     public let path: String
-    /// In this process; above the descriptors a child's report pipe and lock take.
+    /// In this process; 10 or above, clear of the descriptors a child's report pipe and lock take.
     let fd: Int32
 
     private init(path: String, fd: Int32) {
@@ -168,90 +171,112 @@ public final class JobLock {
 
     static func folder(_ folder: WatchFolder) -> String { folder.state + "/running" }
 
-    /// Takes job `id`'s lock (waiting, as at start, for a child a killed watcher left holding it).
-    static func take(folder: WatchFolder, id: Int64, grace: Double, say: (String) -> Void) throws -> JobLock {
+    private static let counter = NSLock()
+    nonisolated(unsafe) private static var runs = 0
+
+    /// A new lock for a run of job `id` (its own file: a cancelled run of the same job may
+    /// still be ending beside it).
+    static func take(folder: WatchFolder, id: Int64) throws -> JobLock {
         let directory = Self.folder(folder)
         try WatchFolder.makeFolder(directory, root: folder.root)
-        let path = directory + "/job-\(id).lock"
-        let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let run = counter.withLock { runs += 1; return runs }
+        let path = directory + "/job-\(id)-\(run).lock"
+        let opened = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard opened >= 0 else { throw WatchError("cannot create '\(path)': \(String(cString: strerror(errno)))") }
         let fd = fcntl(opened, F_DUPFD_CLOEXEC, 10)
         close(opened)
-        guard fd >= 0 else { throw WatchError("cannot open '\(path)': \(String(cString: strerror(errno)))") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            waitFor(path: path, fd: fd, output: nil, grace: grace, say: say)
+        guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if fd >= 0 { close(fd) }
+            unlink(path)
+            throw WatchError("cannot lock '\(path)': \(reason)")
         }
         return JobLock(path: path, fd: fd)
     }
 
-    /// Records the pid of the child that holds it (for the wait of a later watcher).
-    func holder(_ pid: pid_t) {
-        ftruncate(fd, 0)
-        let text = "\(pid)\n"
-        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
-    }
-
-    /// Once the child has ended: the lock file goes (while still locked, so that no later
-    /// watcher takes a lock on a name about to be removed) and the lock with it.
+    /// Once the watcher is done with the job (its child ended, its result recorded).
     func release() {
         unlink(path)
         close(fd)
     }
 
-    /// Waits for every lock a killed watcher's children still hold, then removes the files.
-    /// A child that has not ended `grace` seconds after the wait began (stuck writing to a
-    /// share that went away) is ended with SIGKILL and its temporary output removed; its job
-    /// then runs again. `outputs` gives each job's planned output by id.
-    static func waitForAll(folder: WatchFolder, grace: Double, outputs: [Int64: String], say: (String) -> Void) {
+    /// In the job's child: `path` is the output it makes (planned, then where it was placed).
+    public static func record(output path: String, in fd: Int32) {
+        let text = JobReport.escaped(path) + "\n"
+        let written = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+        if written >= 0 { ftruncate(fd, off_t(written)) }
+    }
+
+    private static func recorded(_ fd: Int32) -> String? {
+        var bytes = [UInt8](repeating: 0, count: 8192)
+        let n = pread(fd, &bytes, bytes.count, 0)
+        guard n > 1, bytes[n - 1] == 0x0A else { return nil }
+        return JobReport.unescaped(String(decoding: bytes[..<(n - 1)], as: UTF8.self))
+    }
+
+    /// What the runs a killed watcher left behind made, once their children have ended.
+    public struct Left {
+        /// No lock folder: the last watcher kept no locks (an earlier version, or it could not
+        /// write the folder), and what the store says is all there is.
+        public var unknown = false
+        /// Jobs with a run that started a child: the output it recorded (nil: none yet).
+        public var outputs: [Int64: String?] = [:]
+    }
+
+    /// Waits for every lock a killed watcher's children still hold, reads what they recorded
+    /// and removes the files. Children that have not ended `grace` seconds after the wait
+    /// began (stuck writing to a share that went away) are ended with SIGKILL and their
+    /// temporary outputs removed. Nil if `stop` was set meanwhile.
+    static func waitForAll(folder: WatchFolder, grace: Double, stop: CancellationFlag, say: (String) -> Void) -> Left? {
         let directory = Self.folder(folder)
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return Left(unknown: true) }
+        let start = Date()
+        var left = Left()
+        // Oldest run first, so that a job's latest run is the one it keeps.
+        let runs = names.compactMap { name -> (id: Int64, run: Int, name: String)? in
+            let parts = name.split(separator: "-")
+            guard name.hasSuffix(".lock"), parts.count == 3, let id = Int64(parts[1]),
+                  let run = Int(parts[2].dropLast(".lock".count)) else { return nil }
+            return (id, run, name)
+        }.sorted { ($0.id, $0.run) < ($1.id, $1.run) }
+        for (id, _, name) in runs {
             let path = directory + "/" + name
             let fd = open(path, O_RDWR | O_CLOEXEC)
             guard fd >= 0 else { continue }
+            defer { close(fd) }
             if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-                let id = Int64(name.dropFirst("job-".count).dropLast(".lock".count))
-                waitFor(path: path, fd: fd, output: id.flatMap { outputs[$0] }, grace: grace, say: say)
-            }
-            unlink(path)
-            close(fd)
-        }
-    }
-
-    /// Blocks until `fd`'s lock is taken, ending its holder after `grace` seconds.
-    private static func waitFor(path: String, fd: Int32, output: String?, grace: Double, say: (String) -> Void) {
-        let holder = readHolder(fd)
-        let job = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent.replacingOccurrences(of: "-", with: " ")
-        say("\(job)'s process\(holder.map { " (pid \($0))" } ?? ""), left running by the last watcher, is still ending; waiting for it (up to \(Int(grace.rounded(.up))) s)")
-        let start = Date()
-        var killed = false
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if !killed, Date().timeIntervalSince(start) >= grace {
-                killed = true
-                if let holder, holds(holder, path) {
-                    kill(holder, SIGKILL)
-                    if let output { PartialFile.remove(for: output, pid: holder) }
-                    say("\(job)'s process (pid \(holder)) did not end; stopped it (SIGKILL)")
-                } else {
-                    say("\(job)'s lock '\(path)' is held by a process that does not end; waiting for it")
+                let holders = holders(of: path)
+                say("job \(id)'s process\(holders.isEmpty ? "" : " (pid \(holders.map(String.init).joined(separator: ", ")))"), left running by the last watcher, is still ending; waiting for it (up to \(Int(grace.rounded(.up))) s)")
+                var killed = false
+                while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                    if stop.isCancelled { return nil }
+                    if !killed, Date().timeIntervalSince(start) >= grace {
+                        killed = true
+                        let stuck = Self.holders(of: path)
+                        for pid in stuck { kill(pid, SIGKILL) }
+                        if let output = recorded(fd) { stuck.forEach { PartialFile.remove(for: output, pid: $0) } }
+                        say("job \(id)'s process did not end in \(Int(grace.rounded(.up))) s; stopped it (SIGKILL), its job runs again")
+                    }
+                    usleep(50_000)
                 }
             }
-            usleep(50_000)
+            left.outputs[id] = .some(recorded(fd))
+            unlink(path)
         }
+        return left
     }
 
-    private static func readHolder(_ fd: Int32) -> pid_t? {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        let n = pread(fd, &bytes, bytes.count, 0)
-        guard n > 0 else { return nil }
-        return pid_t(String(decoding: bytes[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
-    /// Whether process `pid` has `path` open as a job's child does (not another process that
-    /// was given the same pid since).
-    private static func holds(_ pid: pid_t, _ path: String) -> Bool {
-        var held = stat(), lock = stat()
-        guard stat("/proc/\(pid)/fd/\(childDescriptor)", &held) == 0, stat(path, &lock) == 0 else { return false }
-        return held.st_dev == lock.st_dev && held.st_ino == lock.st_ino
+    /// The processes that have `path` open as a job's child does (found by the file, not by a
+    /// pid that may have been given to another process since).
+    private static func holders(of path: String) -> [pid_t] {
+        var lock = stat()
+        guard stat(path, &lock) == 0 else { return [] }
+        return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name in
+            guard let pid = pid_t(name) else { return nil }
+            var held = stat()
+            guard stat("/proc/\(pid)/fd/\(childDescriptor)", &held) == 0, held.st_dev == lock.st_dev, held.st_ino == lock.st_ino else { return nil }
+            return pid
+        }
     }
 }
 

@@ -33,7 +33,7 @@ public struct WatchConfiguration: Sendable {
     public var childEnvironment: [String: String] = [:]
     /// How long a job's child that a killed watcher left running is waited for at start
     /// before it is ended (see `JobLock`).
-    public var orphanGrace = 30.0
+    public var orphanGrace = 120.0
 
     public init(folder: WatchFolder, settings: [String], executable: String) {
         self.folder = folder
@@ -91,15 +91,16 @@ public final class Watcher: @unchecked Sendable {
     public func run(stop: CancellationFlag) throws -> Int32 {
         // This process holds the folder's lock: every running job in the store belongs to a
         // watcher that is gone. Their children may not be gone yet (one placing its output
-        // goes on after its watcher's death): they are waited for, then the jobs whose output
-        // is in place are finished and the others run again from the start.
-        let left = try store.list().filter { $0.state == .running }
-        JobLock.waitForAll(folder: config.folder, grace: config.orphanGrace,
-                           outputs: Dictionary(left.compactMap { job in job.output.map { (job.id, config.folder.path($0)) } }) { a, _ in a }, say: say)
+        // goes on after its watcher's death): they are waited for. Then a job whose child
+        // placed its output is finished from it, and the others run again from the start.
+        guard let runs = JobLock.waitForAll(folder: config.folder, grace: config.orphanGrace, stop: stop, say: say) else { return 0 }
         let now = Date().timeIntervalSince1970
-        for job in left {
-            if let output = job.output, FileManager.default.fileExists(atPath: config.folder.path(output)) {
-                try store.markFinishing(id: job.id, now: now)
+        for job in try store.list() where job.state == .running {
+            // What its child recorded. A run that started no child has nothing to finish (the
+            // store's output may be an earlier attempt's).
+            let output = runs.unknown ? job.output.map(config.folder.path) : runs.outputs[job.id] ?? nil
+            if let output, output.hasPrefix(config.folder.root + "/"), FileManager.default.fileExists(atPath: output) {
+                try store.markFinishing(id: job.id, output: String(output.dropFirst(config.folder.root.count + 1)), now: now)
             }
         }
         let abandoned = try store.requeueAbandoned(id: nil, now: now)
@@ -614,21 +615,25 @@ final class RunningJob: @unchecked Sendable {
         // Made again if it was removed (every job failed, three attempts each, while it was gone).
         try? WatchFolder.makeFolder(config.folder.logs, root: config.folder.root)
         let logPath = config.folder.logs + "/job-\(job.id).log"
-        let arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space",
-                                        "--output", outputFolder + "/", "--", source]
-        let process: JobProcess
-        let jobLock: JobLock
+        // Held by the child for its life and kept until the job's result is recorded (see
+        // `JobLock`). Without it (the folder cannot be written) the job runs all the same.
+        let jobLock: JobLock?
         do {
-            jobLock = try JobLock.take(folder: config.folder, id: job.id, grace: config.orphanGrace, say: watcher.log)
+            jobLock = try JobLock.take(folder: config.folder, id: job.id)
         } catch {
-            finishFailed(reason: "\(error)", detail: "", transient: true, crashed: false)
-            return
+            jobLock = nil
+            // (Said once for the whole watcher: job ids start at 1.)
+            watcher.sayOnce(job: 0, "lock", "\(error); jobs run without their locks, and one whose child outlives a killed watcher may be made twice")
         }
+        defer { jobLock?.release() }
+        var arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space"]
+        if jobLock != nil { arguments += ["--child-lock-fd", String(JobLock.childDescriptor)] }
+        arguments += ["--output", outputFolder + "/", "--", source]
+        let process: JobProcess
         do {
             process = try JobProcess(executable: config.executable, arguments: arguments, environment: config.childEnvironment,
                                      log: logPath, holding: jobLock) { [weak self] in self?.handle($0) }
         } catch {
-            jobLock.release()
             finishFailed(reason: "\(error)", detail: "", transient: true, crashed: false)
             return
         }
@@ -681,7 +686,6 @@ final class RunningJob: @unchecked Sendable {
             }
         }
         lock.withLock { child = nil }
-        jobLock.release()
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
         // A child that died left its temporary file; remove it (the next run would too).
@@ -699,7 +703,9 @@ final class RunningJob: @unchecked Sendable {
             }
             return
         }
-        if lock.withLock({ shuttingDown }) {
+        // A job that was done when the stop reached it (past its last look for a stop, it
+        // placed its output) is finished as usual: queued again, it was made a second time.
+        if lock.withLock({ shuttingDown }) && outcome != .exited(0) {
             try? store.release(claim, now: now)
             return
         }

@@ -48,6 +48,8 @@ struct UpscaleCommand: ParsableCommand {
 
     /// Set by the parent on a job's child process: run the single input here and report on this descriptor.
     @Option(help: .hidden) var childReportFd: Int32?
+    /// A watched job's lock, where the outputs it reports are recorded too (see `JobLock`).
+    @Option(help: .hidden) var childLockFd: Int32?
 
     /// Set on a child whose parent has several inputs (the output must then be a folder).
     @Flag(help: .hidden) var childBatch = false
@@ -89,7 +91,7 @@ struct UpscaleCommand: ParsableCommand {
     func run() throws {
         MediaLibrary.configure(verbose: verbose)
         if let fd = childReportFd {
-            let reporter = JobReporter(descriptor: fd)
+            let reporter = JobReporter(descriptor: fd, jobLock: childLockFd)
             NoticeLogHandler.reporter = reporter
             try runChild(reporter: reporter)
         } else {

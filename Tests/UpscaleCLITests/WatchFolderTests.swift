@@ -374,6 +374,28 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(run.stderr.contains("recovered job 1"), run.stderr)
     }
 
+    /// A watcher stopped (SIGTERM) while a job's child places its output: the job is done, not
+    /// queued again (the next run made it a second time, "a Upscaled 2.mp4").
+    func testAJobPlacingItsOutputWhenTheWatcherIsStoppedIsDone() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-placing:2"])
+        defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
+        let log = inbox.appendingPathComponent(".upscale/logs/job-1.log").path
+        try waitFor("the job to reach its placing", timeout: 60) {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("pausing before the output is placed")
+        }
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        let job = try XCTUnwrap(try listing().jobs.first)
+        XCTAssertEqual(job.state, "done")
+        XCTAssertEqual(job.attempts, 1)
+        XCTAssertEqual(try watchOnce().status, 0)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+    }
+
     /// The same with a child that never ends (stuck in a write to a dead network share): the
     /// next watcher waits a while, ends it with SIGKILL, removes its temporary file and runs
     /// the job again. One output, no process left.
@@ -384,7 +406,7 @@ final class WatchFolderTests: XCTestCase {
                                     timeout: 120, environment: ["UPSCALE_WATCH_ORPHAN_SECONDS": "1"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertFalse(Self.isRunning(child), "the stuck child was left running")
-        XCTAssertTrue(run.stderr.contains("did not end; stopped it (SIGKILL)"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("did not end in 1 s; stopped it (SIGKILL), its job runs again"), run.stderr)
         XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
         XCTAssertEqual(files("Originals"), ["a.mp4"])
         XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip))

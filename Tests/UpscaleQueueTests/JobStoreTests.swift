@@ -164,7 +164,8 @@ final class JobStoreTests: XCTestCase {
         XCTAssertEqual(try store.claim(owner: "t", lease: 30, now: now)?.job.id, a.id)
         // The running job can still be raised; a finished one cannot.
         XCTAssertTrue(try store.setPriority(id: a.id, priority: 1))
-        try store.markFinishing(id: a.id, now: now)
+        try store.markFinishing(id: a.id, output: "Upscaled/a Upscaled.mov", now: now)
+        XCTAssertEqual(try store.job(id: a.id)?.output, "Upscaled/a Upscaled.mov")
         try store.finish(id: a.id, now: now)
         XCTAssertFalse(try store.setPriority(id: a.id, priority: 5))
         XCTAssertEqual(try store.job(id: a.id)?.priority, 1)
