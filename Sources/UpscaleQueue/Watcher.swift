@@ -641,7 +641,10 @@ final class RunningJob: @unchecked Sendable {
         var outcome: JobProcess.Outcome?
         var lastBeat = Date.distantPast
         var lastCancelCheck = Date()
-        var outputStored = false
+        // The output in the store (for `queue list` and a cancel's cleanup): stored again when
+        // the child names another, and tried again after a failed write.
+        var outputStored: String?
+        var outputTried = Date.distantPast
         var stalled = false
         var cancelled = false
         var cancelledAt = Date.distantFuture
@@ -649,9 +652,11 @@ final class RunningJob: @unchecked Sendable {
             outcome = process.poll()
             if outcome != nil { break }
             usleep(20_000)
-            if !outputStored, let planned = lock.withLock({ output }) {
-                outputStored = true
-                _ = try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))
+            if let planned = lock.withLock({ output }), planned.path != outputStored, Date().timeIntervalSince(outputTried) >= 1 {
+                outputTried = Date()
+                if (try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))) != nil {
+                    outputStored = planned.path
+                }
             }
             // A cancel is looked for four times a second (a read); the heartbeat writes once a
             // second and is refused once the claim is gone (cancelled, or taken over).
