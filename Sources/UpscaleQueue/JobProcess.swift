@@ -308,7 +308,10 @@ public final class JobReporter: @unchecked Sendable {
     }
 
     public func send(_ line: String) {
-        if let jobLock, case .output(let path, _, _)? = JobReport(line: line) { JobLock.record(output: path, in: jobLock) }
+        // (Only output lines are parsed: progress lines come every frame.)
+        if let jobLock, line.hasPrefix("output "), case .output(let path, _, _)? = JobReport(line: line) {
+            JobLock.record(output: path, in: jobLock)
+        }
         let data = Array((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
         lock.lock()
         defer { lock.unlock() }

@@ -319,17 +319,27 @@ final class WatchFolderTests: XCTestCase {
     }
 
     /// Starts a watcher on `a.mp4` whose job pauses as its output is about to be placed (for
-    /// `pause` seconds, or for good), and kills the watcher with SIGKILL there: the job's child
-    /// lives on, past its last look for a stop. Returns the child's pid.
-    private func killWatcherWhileItsJobPlaces(pause: String) throws -> pid_t {
+    /// `pause` seconds, or for good), and returns it once the job's child is there.
+    private func watchUntilItsJobPlaces(pause: String) throws -> Process {
         try drop(Self.clip, as: "a.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
                                      environment: ["UPSCALE_TEST_HOOK": "pause-before-placing\(pause)"])
         let log = inbox.appendingPathComponent(".upscale/logs/job-1.log").path
-        defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
-        try waitFor("the job to reach its placing", timeout: 60) {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("pausing before the output is placed")
+        do {
+            try waitFor("the job to reach its placing", timeout: 60) {
+                ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("pausing before the output is placed")
+            }
+        } catch {
+            kill(watcher.processIdentifier, SIGKILL)
+            throw error
         }
+        return watcher
+    }
+
+    /// `watchUntilItsJobPlaces`, then the watcher killed with SIGKILL there: the job's child
+    /// lives on, past its last look for a stop. Returns the child's pid.
+    private func killWatcherWhileItsJobPlaces(pause: String) throws -> pid_t {
+        let watcher = try watchUntilItsJobPlaces(pause: pause)
         // (Not the planner's child, which plans a queued job for the ETA.)
         let child = Self.children(of: watcher.processIdentifier).first {
             ((try? String(contentsOfFile: "/proc/\($0)/cmdline", encoding: .utf8)) ?? "").contains("--child-report-fd\u{0}3\u{0}--unique-name")
@@ -377,14 +387,8 @@ final class WatchFolderTests: XCTestCase {
     /// A watcher stopped (SIGTERM) while a job's child places its output: the job is done, not
     /// queued again (the next run made it a second time, "a Upscaled 2.mp4").
     func testAJobPlacingItsOutputWhenTheWatcherIsStoppedIsDone() throws {
-        try drop(Self.clip, as: "a.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
-                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-placing:2"])
+        let watcher = try watchUntilItsJobPlaces(pause: ":2")
         defer { if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) } }
-        let log = inbox.appendingPathComponent(".upscale/logs/job-1.log").path
-        try waitFor("the job to reach its placing", timeout: 60) {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("pausing before the output is placed")
-        }
         kill(watcher.processIdentifier, SIGTERM)
         watcher.waitUntilExit()
         XCTAssertEqual(watcher.terminationStatus, 0)
