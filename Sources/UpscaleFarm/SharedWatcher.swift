@@ -79,6 +79,13 @@ public final class SharedWatcher {
                 guard let stat = files[path] else { continue }
                 let key = key(path, stat)
                 if try store.setting(key) != nil { continue }
+                // A copy or download under way that paused longer than the settle time: its
+                // job would be a part of the video. Looked at again when it changes.
+                if let cut = ContainerLength.cutShort(path) {
+                    try store.setSetting(key, "skipped")
+                    say("skipped '\(URL(fileURLWithPath: path).lastPathComponent)' for now: it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way); it is looked at again when it changes")
+                    continue
+                }
                 do {
                     let (output, chunks) = try plan(path, folder.upscaled)
                     // Another job (an earlier version of this file, a clip.avi beside a

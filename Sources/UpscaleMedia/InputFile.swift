@@ -35,7 +35,7 @@ final class InputFile {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let opened = avformat_open_input(&ctx, localURL(path), nil, nil)
         guard opened >= 0, let ctx else {
-            if Self.lacksIndex(path) {
+            if ContainerLength.lacksIndex(path) {
                 throw UpscaleError(.input, "'\(path)' \(UpscaleError.missingIndex): the recording or the copy stopped before it was finished; copy it again, or rebuild the index with a repair tool (such as untrunc, with a good file from the same camera)")
             }
             throw UpscaleError(.input, "'\(path)' is not a media file FFmpeg can read (\(ffmpegErrorText(opened)))")
@@ -48,29 +48,6 @@ final class InputFile {
             // deinit closes the context: every stored property is set, so it runs on this throw.
             throw UpscaleError(.input, "'\(path)' could not be probed: \(ffmpegErrorText(probed))")
         }
-    }
-
-    /// Whether `path` is an MP4/QuickTime file whose top-level boxes hold pictures and sound
-    /// (`mdat`) but no index (`moov`): a phone or camera that stopped recording, or a copy cut
-    /// short, before the index was written at the end. FFmpeg only says "invalid data".
-    static func lacksIndex(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        guard let end = try? handle.seekToEnd() else { return false }
-        var offset: UInt64 = 0
-        var types: [String] = []
-        while offset + 8 <= end, types.count < 10_000 {
-            guard (try? handle.seek(toOffset: offset)) != nil, let head = try? handle.read(upToCount: 16), head.count >= 8 else { break }
-            let bytes = [UInt8](head)
-            var size = bytes[0..<4].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            types.append(String(decoding: bytes[4..<8], as: UTF8.self))
-            if size == 1, bytes.count >= 16 { size = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
-            if size == 0 { break } // to the end of the file
-            guard size >= 8 else { return false } // not box structure
-            offset += size
-        }
-        guard types.first == "ftyp" || types.first == "wide" || types.first == "free" || types.first == "mdat" else { return false }
-        return types.contains("mdat") && !types.contains("moov")
     }
 
     deinit {

@@ -254,6 +254,9 @@ public enum JobPlanner {
             throw UpscaleError(.input, "'\(input)': the video stream has no picture size (its decoder found no parameter sets); the file may be damaged — re-export it")
         }
         var notices: [String] = []
+        if let cut = ContainerLength.cutShort(input) {
+            notices.append("'\(input)' is cut short: \(ContainerLength.describe(cut)) (an unfinished copy or download); the output holds what is there")
+        }
         let shown: (width: Int, height: Int, rounded: Bool)
         do {
             shown = try OutputSize.resolve(display: display, width: options.width, height: options.height, scale: options.scale)

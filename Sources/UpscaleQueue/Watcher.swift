@@ -594,8 +594,17 @@ final class RunningJob: @unchecked Sendable {
             watcher.sayOnce(job: job.id, "changed", "'\(job.source)' changed since it was queued; it will be taken once it settles")
             return
         }
-        // A file looked at again for its index is said once (`waitForIndex`), not at every look.
-        if !watcher.wasSaid(job.id, "unfinished") {
+        // A copy or download under way that paused longer than the settle time (the file is
+        // shorter than its header says): its upscale would be a part of the video, and the
+        // original moved to Originals/ half copied.
+        // (An .mp4/.mov cut before its index is cut short too: its child's error says more.)
+        let cut = ContainerLength.lacksIndex(source) ? nil : ContainerLength.cutShort(source)
+        if let cut, waitUnfinished("cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)", then: "upscaled as it is and moved to Failed/ with its part of the video") {
+            return
+        }
+        // A file looked at again for its index is said once (`waitUnfinished`), not at every
+        // look; one cut short is looked at before it starts, and starts once.
+        if !watcher.wasSaid(job.id, "unfinished") || cut != nil {
             watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
         }
         guard config.folder.isAvailable else {
@@ -741,7 +750,8 @@ final class RunningJob: @unchecked Sendable {
             // A chunked job whose file went away mid-run keeps its chunks for the file's
             // return; a watch folder's file that went is not coming back under that name.
             if let planned, !FileManager.default.fileExists(atPath: source) { QueueActions.removeChunks(of: planned.path) }
-            if text.contains(UpscaleError.missingIndex), waitForIndex() { return }
+            if text.contains(UpscaleError.missingIndex),
+               waitUnfinished("no index yet (an .mp4/.mov gets it when its copy or recording ends)", then: "moved to Failed/") { return }
             finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")
         }
     }
@@ -792,15 +802,17 @@ final class RunningJob: @unchecked Sendable {
         runExecAfter(input: original, output: planned.path, state: "done", error: "")
     }
 
-    /// An .mp4/.mov without its index that changed less than `unfinishedWait` ago: a copy that
-    /// paused longer than the settle time (it was moved to Failed/ half copied, and the copy,
-    /// going on, began the file anew in the folder with the rest of its bytes) or a recording
-    /// under way. Queued again to be looked at after twice the settle time (at least a second),
-    /// with its size and time as they are now; true when so.
-    private func waitForIndex() -> Bool {
+    /// A file not whole yet that changed less than `unfinishedWait` ago: a copy that paused
+    /// longer than the settle time (a network drive, a laptop asleep) or a recording under
+    /// way. An .mp4/.mov without its index was moved to Failed/ half copied, and the copy,
+    /// going on, began the file anew in the folder with the rest of its bytes; a file shorter
+    /// than its header says was upscaled in part. Queued again to be looked at after twice
+    /// the settle time (at least a second), with its size and time as they are now; true when
+    /// so. `why` is what is unfinished, `then` what happens once the wait is over.
+    private func waitUnfinished(_ why: String, then: String) -> Bool {
         guard !config.once, config.unfinishedWait > 0, let file = currentFile(), now - file.modified < config.unfinishedWait else { return false }
         let delay = max(2 * config.settle, 1)
-        let reason = "no index yet (an .mp4/.mov gets it when its copy or recording ends); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then moved to Failed/"
+        let reason = "\(why); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then \(then)"
         guard (try? store.resettle(claim, size: file.size, modified: file.modified, reason: reason, retryAt: now + delay, now: now)) == true else { return false }
         watcher.sayOnce(job: claim.job.id, "unfinished", "waiting for '\(claim.job.source)': \(reason)")
         return true

@@ -477,6 +477,8 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(cut.status, 0, cut.stderr)
         XCTAssertTrue(cut.stderr.contains("'cut.mkv' ends at "), cut.stderr)
         XCTAssertTrue(cut.stderr.contains("it may be cut short"), cut.stderr)
+        // Said before the run too, from the file's own structure (its Segment's size).
+        XCTAssertTrue(cut.stderr.contains("'cut.mkv' is cut short: \(whole.count * 9 / 10) bytes of at least \(whole.count) bytes"), cut.stderr)
         let half = try upscale(["half.mkv", "--width", "426", "--preset", "ultrafast"], in: dir)
         XCTAssertEqual(half.status, 1, half.stderr)
         XCTAssertTrue(half.stderr.contains("'half.mkv' gave no picture to upscale"), half.stderr)

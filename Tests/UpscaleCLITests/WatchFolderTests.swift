@@ -856,6 +856,64 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Failed/cut.mp4")), whole.prefix(whole.count / 2))
     }
 
+    /// An .mkv or a fast-start .mp4 (index first) half copied, the copy paused longer than the
+    /// settle time: FFmpeg reads either without a word up to where its data ends, so it was
+    /// upscaled in part and the half copy moved to Originals/. It is left as it is while it
+    /// is shorter than its header says, and upscaled whole once the copy goes on to the end.
+    func testAPausedCopyOfAFileShorterThanItsHeaderIsUpscaledWhole() throws {
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "5"] + Self.encode)
+        defer { watcher.terminate(); watcher.waitUntilExit() }
+        for name in ["chunk-vfr.mkv", "street-2s-faststart.mp4"] {
+            let source = CLITests.fixtures.appendingPathComponent(name)
+            let whole = try Data(contentsOf: source)
+            let copy = inbox.appendingPathComponent("copy-" + name)
+            try whole.prefix(whole.count / 2).write(to: copy)
+            try waitFor("the half copy of \(name) to be looked at") {
+                try listing().jobs.first { $0.source == copy.lastPathComponent }?.error?.contains("cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes") == true
+            }
+            // Looked at again a few times (every second), still left alone.
+            Thread.sleep(forTimeInterval: 2.5)
+            XCTAssertEqual(try Data(contentsOf: copy), whole.prefix(whole.count / 2), "the half copy is left as it is")
+            XCTAssertFalse(files("Originals").contains(copy.lastPathComponent))
+            XCTAssertEqual(files("Upscaled").filter { $0.hasPrefix("copy-" + source.deletingPathExtension().lastPathComponent) }, [])
+            let handle = try FileHandle(forWritingTo: copy)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: whole.suffix(from: whole.count / 2))
+            try handle.close()
+            try waitFor("the whole copy of \(name) to be upscaled") { files("Originals").contains(copy.lastPathComponent) }
+            XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/" + copy.lastPathComponent)), whole)
+            let output = "copy-\(source.deletingPathExtension().lastPathComponent) Upscaled.\(source.pathExtension)"
+            XCTAssertTrue(files("Upscaled").contains(output), "\(files("Upscaled"))")
+            XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/" + output)), try frames(source), name)
+        }
+        XCTAssertEqual(files("Failed"), [])
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done", "done"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1, 1], "looks at a cut-short file are not attempts")
+        watcher.terminate()
+        watcher.waitUntilExit()
+
+        // A file that stays cut short (a download that broke off): once it has not changed for
+        // --unfinished-minutes, upscaled as it is and failed (its output is shorter than its
+        // header says), the part made kept beside it in Failed/.
+        let mkv = CLITests.fixtures.appendingPathComponent("chunk-vfr.mkv")
+        let whole = try Data(contentsOf: mkv)
+        let cut = inbox.appendingPathComponent("cut.mkv")
+        try whole.prefix(whole.count / 2).write(to: cut)
+        let second = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "0.05"] + Self.encode)
+        defer { second.terminate(); second.waitUntilExit() }
+        try waitFor("the cut file to be looked at") { try listing().jobs.contains { $0.source == "cut.mkv" && $0.error?.contains("cut short") == true } }
+        XCTAssertEqual(files("Failed"), [], "not taken before its time")
+        try waitFor("the cut file to fail") { files("Failed").contains("cut.mkv.error.txt") }
+        XCTAssertEqual(files("Failed"), ["cut Upscaled.mkv", "cut.mkv", "cut.mkv.error.txt"])
+        let job = try XCTUnwrap(try listing().jobs.first { $0.source == "cut.mkv" })
+        XCTAssertEqual(job.state, "failed")
+        XCTAssertTrue(job.notes.contains { $0.contains("is cut short: \(whole.count / 2) bytes of at least \(whole.count) bytes") }, "\(job.notes)")
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Failed/cut.mkv")), whole.prefix(whole.count / 2))
+        let made = try frames(inbox.appendingPathComponent("Failed/cut Upscaled.mkv"))
+        XCTAssertGreaterThan(made, 0)
+        XCTAssertLessThan(made, try frames(mkv))
+    }
+
     /// Failed files whose names are too long for "<name>.error.txt" (253 bytes) get their notes
     /// under shortened names (once none was written, unsaid), and two that begin alike keep a
     /// note each (both were cut to the same 245 bytes, the second failure's note over the

@@ -250,6 +250,9 @@ final class WorkerTests: XCTestCase {
         // A still stays where it is, said so (it became a one-frame HEVC movie).
         try FileManager.default.copyItem(at: Self.fixture.deletingLastPathComponent().appendingPathComponent("baboon.jpg"),
                                          to: inbox.appendingPathComponent("photo.jpg"))
+        // Half a copy (its index first, so FFmpeg reads it to where it stops) is not submitted.
+        let whole = try Data(contentsOf: Self.fixture.deletingLastPathComponent().appendingPathComponent("street-2s-faststart.mp4"))
+        try whole.prefix(whole.count / 2).write(to: inbox.appendingPathComponent("half.mp4"))
         let watch = try run(["watch", inbox.path, "--once", "--settle", "0.5", "--chunk-seconds", "1"] + Self.exact)
         for w in workers { kill(w.0.processIdentifier, SIGTERM) }
         let texts = workers.map(finish)
@@ -257,6 +260,8 @@ final class WorkerTests: XCTestCase {
         XCTAssertTrue(watch.contains("skipped 'notes.txt'"), watch)
         XCTAssertTrue(watch.contains("skipped 'photo.jpg': a still image: the shared queue takes videos"), watch)
         XCTAssertTrue(FileManager.default.fileExists(atPath: inbox.appendingPathComponent("photo.jpg").path))
+        XCTAssertTrue(watch.contains("skipped 'half.mp4' for now: it is cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes"), watch)
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("half.mp4")), whole.prefix(whole.count / 2))
         let jobs = try queue().list()
         XCTAssertEqual(jobs.map(\.state), ["done", "done"], watch)
         let outputs = try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("Upscaled").path).sorted()

@@ -1,0 +1,114 @@
+import Foundation
+
+/// What a file's own structure says about its length, read from its first bytes and its
+/// top-level boxes, without FFmpeg: an MP4/QuickTime file's boxes and a Matroska/WebM
+/// file's Segment each give their size up front. A copy or download that has not finished
+/// (or was cut off) is shorter than that, and FFmpeg reads such a file without a word until
+/// its data ends: the upscale of a half-copied file is a half-length video.
+public enum ContainerLength {
+    /// The length the file's structure gives and the length it has, when the first is
+    /// longer: the file is cut short. Nil for a whole file, one whose length is left open
+    /// (a Matroska Segment of unknown size, as a live recording writes it; an MP4 box running
+    /// "to the end of the file"), and formats that give no length (MPEG-TS, AVI).
+    public static func cutShort(_ path: String) -> (declared: UInt64, size: UInt64)? {
+        // (A named pipe would block the open, and a pipe has no length.)
+        guard JobPlanner.isRegularFile(path), let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let size = try? handle.seekToEnd(), size >= 8, (try? handle.seek(toOffset: 0)) != nil,
+              let head = try? handle.read(upToCount: 64), head.count >= 8 else { return nil }
+        let declared: UInt64?
+        if Array(head.prefix(4)) == [0x1A, 0x45, 0xDF, 0xA3] {
+            declared = matroskaEnd(Array(head), handle: handle)
+        } else {
+            let walk = boxes(handle: handle, size: size)
+            declared = walk.isBoxes ? walk.overrun : nil
+        }
+        guard let declared, declared > size else { return nil }
+        return (declared, size)
+    }
+
+    /// "6.1 MB of at least 12.0 MB", for a `cutShort` result: the length given is where the
+    /// part the file stops in ends (the whole file, but for a fragmented .mp4 its fragment).
+    public static func describe(_ cut: (declared: UInt64, size: UInt64)) -> String {
+        "\(amount(cut.size)) of at least \(amount(cut.declared))"
+    }
+
+    private static func amount(_ bytes: UInt64) -> String {
+        bytes < 1_000_000 ? "\(bytes) bytes" : bytes < 1_000_000_000 ? String(format: "%.1f MB", Double(bytes) / 1e6) : String(format: "%.2f GB", Double(bytes) / 1e9)
+    }
+
+    /// Whether `path` is an MP4/QuickTime file whose top-level boxes hold pictures and sound
+    /// (`mdat`) but no index (`moov`): a phone or camera that stopped recording, or a copy cut
+    /// short, before the index was written at the end. FFmpeg only says "invalid data".
+    public static func lacksIndex(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let size = try? handle.seekToEnd() else { return false }
+        let walk = boxes(handle: handle, size: size)
+        return walk.isBoxes && walk.types.contains("mdat") && !walk.types.contains("moov")
+    }
+
+    /// The top-level boxes of an MP4/QuickTime file (their types, in order), and where the
+    /// last one would end when that is past the end of the file. `isBoxes` is false when the
+    /// file does not begin as such a file does, or is not box structure throughout.
+    private static func boxes(handle: FileHandle, size end: UInt64) -> (isBoxes: Bool, types: [String], overrun: UInt64?) {
+        var offset: UInt64 = 0
+        var types: [String] = []
+        var overrun: UInt64?
+        // A fragmented recording has a moof and an mdat per fragment: thousands in a long one.
+        while offset + 8 <= end, types.count < 100_000 {
+            guard (try? handle.seek(toOffset: offset)) != nil, let head = try? handle.read(upToCount: 16), head.count >= 8 else { break }
+            let bytes = [UInt8](head)
+            var size = bytes[0..<4].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            // Box types are four printable characters (© in some): anything else is bytes after
+            // the last box (a camera's trailer, padding), which give no length.
+            guard bytes[4..<8].allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0xA9 }) else { break }
+            types.append(String(decoding: bytes[4..<8], as: UTF8.self))
+            if size == 1 {
+                // A 64-bit size follows the type; a file cut inside it gives no length.
+                guard bytes.count >= 16 else { break }
+                size = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            }
+            if size == 0 { break } // to the end of the file
+            guard size >= 8 else { return (false, types, nil) } // not box structure
+            let (next, overflow) = offset.addingReportingOverflow(size)
+            guard !overflow else { return (false, types, nil) }
+            if next > end { overrun = next }
+            offset = next
+        }
+        let first = types.first
+        let isBoxes = first == "ftyp" || first == "wide" || first == "free" || first == "mdat"
+        return (isBoxes, types, overrun)
+    }
+
+    /// Where a Matroska/WebM file's Segment ends (nil: unknown size, or not read): the EBML
+    /// header, then the Segment, each an element ID and a variable-length size.
+    private static func matroskaEnd(_ head: [UInt8], handle: FileHandle) -> UInt64? {
+        guard let header = elementSize(head, at: 4) else { return nil }
+        var offset = 4 + UInt64(header.length) + header.value
+        // Void elements (ID 0xEC) may stand before the Segment.
+        for _ in 0..<16 {
+            guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: 16), data.count >= 2 else { return nil }
+            let bytes = [UInt8](data)
+            if bytes[0] == 0xEC, let void = elementSize(bytes, at: 1) {
+                offset += 1 + UInt64(void.length) + void.value
+                continue
+            }
+            guard bytes.count >= 5, Array(bytes.prefix(4)) == [0x18, 0x53, 0x80, 0x67], let segment = elementSize(bytes, at: 4),
+                  !segment.unknown else { return nil }
+            return offset + 4 + UInt64(segment.length) + segment.value
+        }
+        return nil
+    }
+
+    /// An EBML variable-length size at `index`: its value, its length in bytes (1-8), and
+    /// whether it is the reserved "unknown" value (all value bits set).
+    private static func elementSize(_ bytes: [UInt8], at index: Int) -> (value: UInt64, length: Int, unknown: Bool)? {
+        guard index < bytes.count, bytes[index] != 0 else { return nil }
+        let length = bytes[index].leadingZeroBitCount + 1
+        guard index + length <= bytes.count else { return nil }
+        var value = UInt64(bytes[index] & (0xFF >> length))
+        for byte in bytes[(index + 1)..<(index + length)] { value = value << 8 | UInt64(byte) }
+        return (value, length, value == (UInt64(1) << (7 * length)) - 1)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+@testable import UpscaleMedia
+import XCTest
+
+/// A file shorter than its own structure says (a copy or download under way) is found from
+/// its bytes, for MP4/QuickTime and Matroska/WebM; whole files and open-ended ones are not.
+final class ContainerLengthTests: XCTestCase {
+    private static let matroska = ["street-853x479.mkv", "street-subs.mkv", "hdr10plus-tos.mkv", "chunk-vfr.mkv",
+                                   "street-vp9-opus.webm", "street-vp9-alpha.webm"]
+    private static let mp4 = ["street-2s-faststart.mp4", "street-2s.mp4", "street-hdr10.mp4", "chunk-offset.mov"]
+    /// Files whose whole length is one Segment, or one box after the first third (fast start: the index first).
+    private static let endsInOne = Set(matroska + ["street-2s-faststart.mp4"])
+
+    private func write(_ data: Data, _ name: String, in dir: URL) throws -> String {
+        let path = dir.appendingPathComponent(name).path
+        try data.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func testWholeFilesAreNotCutShort() throws {
+        for name in Self.matroska + Self.mp4 + ["street-opengop-mmco-cut.ts", "street-mjpeg.avi", "street-theora.ogv"] {
+            XCTAssertNil(ContainerLength.cutShort(Fixtures.path(name)), name)
+        }
+        // Bytes after the Segment or the last box (a second segment, padding) are not a cut.
+        let dir = try workspace()
+        for name in ["street-853x479.mkv", "street-2s-faststart.mp4"] {
+            let padded = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path(name))) + Data(repeating: 0, count: 100)
+            XCTAssertNil(ContainerLength.cutShort(try write(padded, "padded-" + name, in: dir)), name)
+        }
+        // Nor are bytes after an .mp4's last box that read as a large size but no box type.
+        let trailer = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-2s.mp4"))) + Data([0x7F, 0xFF, 0xFF, 0xFF, 0x01, 0x9C, 0x00, 0xFE] + [UInt8](repeating: 7, count: 24))
+        XCTAssertNil(ContainerLength.cutShort(try write(trailer, "trailer.mp4", in: dir)))
+    }
+
+    func testPartsOfFilesAreCutShortByWhatTheirHeadersGive() throws {
+        let dir = try workspace()
+        for name in Self.matroska + Self.mp4 {
+            let whole = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path(name)))
+            for part in [whole.count / 3, whole.count / 2, whole.count - 1] {
+                let path = try write(whole.prefix(part), "part-" + name, in: dir)
+                let cut = try XCTUnwrap(ContainerLength.cutShort(path), "\(name), \(part) of \(whole.count) bytes")
+                XCTAssertEqual(cut.size, UInt64(part), name)
+                // The end of the box or Segment the cut falls in: the whole file's end, where
+                // that is the last one (an .mp4's mdat before its index ends where the index begins).
+                XCTAssertGreaterThan(cut.declared, UInt64(part), name)
+                XCTAssertLessThanOrEqual(cut.declared, UInt64(whole.count), name)
+                if Self.endsInOne.contains(name) { XCTAssertEqual(cut.declared, UInt64(whole.count), name) }
+            }
+        }
+        let half = try write(try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-853x479.mkv"))).prefix(30_000), "half.mkv", in: dir)
+        XCTAssertEqual(ContainerLength.describe(ContainerLength.cutShort(half)!), "30000 bytes of at least 55781 bytes")
+    }
+
+    /// A Segment of unknown size (a live recording's, before it is closed) gives no length:
+    /// such a file cannot be told from a finished one by its bytes.
+    func testAnOpenEndedSegmentIsNotCutShort() throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-853x479.mkv"))))
+        // The EBML header: ID (4 bytes), its size (a 1-byte vint here), its body; then the Segment's ID and size.
+        XCTAssertEqual(Array(bytes[0..<4]), [0x1A, 0x45, 0xDF, 0xA3])
+        let headerSize = Int(bytes[4] & 0x7F)
+        XCTAssertEqual(bytes[4] & 0x80, 0x80, "a one-byte size")
+        let segment = 5 + headerSize
+        XCTAssertEqual(Array(bytes[segment..<(segment + 4)]), [0x18, 0x53, 0x80, 0x67])
+        let length = bytes[segment + 4].leadingZeroBitCount + 1
+        // All value bits set, in the size's own length: "unknown".
+        bytes[segment + 4] = UInt8(0xFF >> (length - 1))
+        for i in 1..<length { bytes[segment + 4 + i] = 0xFF }
+        XCTAssertEqual(bytes[segment + 4].leadingZeroBitCount + 1, length)
+        let dir = try workspace()
+        let open = try write(Data(bytes.prefix(bytes.count / 2)), "open.mkv", in: dir)
+        XCTAssertNil(ContainerLength.cutShort(open))
+    }
+
+    /// An .mp4 whose index is at the end, cut before it: no index (the error FFmpeg cannot
+    /// give), and cut short as well; with its index first (fast start), only cut short.
+    func testAHalfMP4WithoutItsIndexLacksIt() throws {
+        let dir = try workspace()
+        let late = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-2s.mp4")))
+        let early = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-2s-faststart.mp4")))
+        let lateHalf = try write(late.prefix(late.count / 2), "late.mp4", in: dir)
+        let earlyHalf = try write(early.prefix(early.count / 2), "early.mp4", in: dir)
+        XCTAssertTrue(ContainerLength.lacksIndex(lateHalf))
+        XCTAssertFalse(ContainerLength.lacksIndex(earlyHalf))
+        XCTAssertFalse(ContainerLength.lacksIndex(Fixtures.path("street-2s.mp4")))
+        XCTAssertNotNil(ContainerLength.cutShort(earlyHalf))
+    }
+}
