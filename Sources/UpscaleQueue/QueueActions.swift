@@ -57,7 +57,7 @@ public enum QueueActions {
                 let target = folder.mirror(folder.root, of: job.source)
                 let back = try SafeFiles.move(folder.path(moved), into: target)
                 unlink(WatchFolder.errorNote(for: folder.path(moved)))
-                source = String(back.dropFirst(folder.root.count + 1))
+                source = folder.relative(back) ?? back
             }
             var info = stat()
             guard stat(folder.path(source), &info) == 0 else {
@@ -96,11 +96,7 @@ public enum QueueActions {
     /// into the folder counts also when the file is not there (a failed file is in Failed/:
     /// its retry by full path answered "no failed or cancelled job").
     public static func relative(_ path: String, in folder: WatchFolder) -> String {
-        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
-        if absolute.hasPrefix(folder.root + "/") {
-            return String(absolute.dropFirst(folder.root.count + 1))
-        }
-        return path
+        folder.relative(URL(fileURLWithPath: path).standardizedFileURL.path) ?? path
     }
 
     /// Seconds of work left. Each job costs about its frames times its output pixels (the

@@ -22,6 +22,12 @@ public struct WatchFolder: Sendable {
 
     public func path(_ relative: String) -> String { root + "/" + relative }
 
+    /// A path inside the folder as the store names it, relative to the folder ("a.mov",
+    /// "Upscaled/trip/b.mov"): `path(_:)` undone. Nil for a path outside the folder.
+    public func relative(_ path: String) -> String? {
+        path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : nil
+    }
+
     /// The folder under `base` that mirrors where `relative` sits in the inbox:
     /// `Upscaled` for "a.mov", `Upscaled/trip` for "trip/a.mov".
     public func mirror(_ base: String, of relative: String) -> String {

@@ -99,8 +99,8 @@ public final class Watcher: @unchecked Sendable {
             // What its child recorded. A run that started no child has nothing to finish (the
             // store's output may be an earlier attempt's).
             let output = runs.unknown ? job.output.map(config.folder.path) : runs.outputs[job.id] ?? nil
-            if let output, output.hasPrefix(config.folder.root + "/"), FileManager.default.fileExists(atPath: output) {
-                try store.markFinishing(id: job.id, output: String(output.dropFirst(config.folder.root.count + 1)), now: now)
+            if let output, let relative = config.folder.relative(output), FileManager.default.fileExists(atPath: output) {
+                try store.markFinishing(id: job.id, output: relative, now: now)
             }
         }
         let abandoned = try store.requeueAbandoned(id: nil, now: now)
@@ -663,7 +663,7 @@ final class RunningJob: @unchecked Sendable {
             usleep(20_000)
             if let planned = lock.withLock({ output }), planned.path != outputStored, Date().timeIntervalSince(outputTried) >= 1 {
                 outputTried = Date()
-                if (try? store.setOutput(claim, output: String(planned.path.dropFirst(config.folder.root.count + 1)))) != nil {
+                if (try? store.setOutput(claim, output: config.folder.relative(planned.path) ?? planned.path)) != nil {
                     outputStored = planned.path
                 }
             }
@@ -759,7 +759,7 @@ final class RunningJob: @unchecked Sendable {
     private func finishSucceeded(output planned: (path: String, width: Int, height: Int), seconds: Double, logTail: String) {
         let job = claim.job
         let source = config.folder.path(job.source)
-        let relativeOutput = String(planned.path.dropFirst(config.folder.root.count + 1))
+        let relativeOutput = config.folder.relative(planned.path) ?? planned.path
         // The final count and rate (a job shorter than a heartbeat would otherwise show none):
         // finished jobs are what the queue's ETA is measured on.
         let written = lock.withLock { summaryFrames ?? frames }
@@ -892,7 +892,7 @@ final class RunningJob: @unchecked Sendable {
         }
         watcher.forgetSaid(job.id)
         _ = try? store.fail(claim, error: reason, crashed: crashed, retryAt: nil,
-                            movedTo: movedTo.isEmpty ? nil : String(movedTo.dropFirst(config.folder.root.count + 1)), now: now)
+                            movedTo: movedTo.isEmpty ? nil : config.folder.relative(movedTo) ?? movedTo, now: now)
         watcher.log("failed '\(job.source)': \(reason)\(movedTo.isEmpty ? "" : " (moved to '\(movedTo)')")")
         runExecAfter(input: movedTo.isEmpty ? source : movedTo, output: "", state: "failed", error: reason)
     }
