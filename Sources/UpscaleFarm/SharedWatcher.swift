@@ -39,6 +39,12 @@ public final class SharedWatcher {
     private let plan: Planner
     private let say: (String) -> Void
     private static let prefix = "shared:"
+    /// How long after its last change a cut-short file is waited for (the local watcher's
+    /// `--unfinished-minutes` default).
+    static let unfinishedWait = 600.0
+    /// Cut-short files waited for, by their key (name, size and time): said once, and said
+    /// again when they change.
+    private var cutFound: [String: (declared: UInt64, size: UInt64)] = [:]
 
     public init(folder: WatchFolder, store: SQLiteJobStore, queue: PostgresQueue, settings: [String], settle: Double,
                 say: @escaping (String) -> Void, plan: @escaping Planner) {
@@ -72,6 +78,8 @@ public final class SharedWatcher {
         var waitingFor: [String: Int64] = [:]
         while !stop.isCancelled {
             let files = scan()
+            let keys = Set(files.map { key($0.key, $0.value) })
+            cutFound = cutFound.filter { keys.contains($0.key) }
             let writers = OpenWriters.scan(under: folder.root)
             var waiting = 0
             for (path, stat) in files where try store.setting(key(path, stat)) == nil { waiting += 1 }
@@ -80,11 +88,18 @@ public final class SharedWatcher {
                 let key = key(path, stat)
                 if try store.setting(key) != nil { continue }
                 // A copy or download under way that paused longer than the settle time: its
-                // job would be a part of the video. Looked at again when it changes.
-                if let cut = ContainerLength.cutShort(path) {
-                    try store.setSetting(key, "skipped")
-                    say("skipped '\(URL(fileURLWithPath: path).lastPathComponent)' for now: it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way); it is looked at again when it changes")
-                    continue
+                // job would be a part of the video. Submitted once it is whole, or as it is once
+                // it has not changed for `unfinishedWait` (a download that broke off; its job
+                // fails, shorter than its header says); with `once`, at once.
+                if !once, abs(Date().timeIntervalSince1970 - stat.modified) < Self.unfinishedWait {
+                    // Read once per version of the file (a fragmented .mp4 has thousands of boxes).
+                    let cut = cutFound[key] ?? ContainerLength.cutShort(path)
+                    if let cut {
+                        if cutFound.updateValue(cut, forKey: key) == nil {
+                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way?); submitted when it is whole, or as it is \(Int(Self.unfinishedWait / 60)) min after its last change")
+                        }
+                        continue
+                    }
                 }
                 do {
                     let (output, chunks) = try plan(path, folder.upscaled)

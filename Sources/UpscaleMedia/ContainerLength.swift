@@ -6,26 +6,46 @@ import Foundation
 /// (or was cut off) is shorter than that, and FFmpeg reads such a file without a word until
 /// its data ends: the upscale of a half-copied file is a half-length video.
 public enum ContainerLength {
-    /// The length the file's structure gives and the length it has, when the first is
-    /// longer: the file is cut short. Nil for a whole file, one whose length is left open
-    /// (a Matroska Segment of unknown size, as a live recording writes it; an MP4 box running
+    /// What `inspect` finds: an MP4/QuickTime file without its index (`lacksIndex`), and
+    /// the length the file's structure gives beside the length it has, when the first is
+    /// longer (`cut`).
+    public struct Finding: Sendable {
+        public var lacksIndex = false
+        public var cut: (declared: UInt64, size: UInt64)?
+    }
+
+    /// One look at the file (one walk of an .mp4's boxes: a long fragmented recording has
+    /// thousands). Nothing is found for a whole file, one whose length is left open (a
+    /// Matroska Segment of unknown size, as a live recording writes it; an MP4 box running
     /// "to the end of the file"), and formats that give no length (MPEG-TS, AVI).
-    public static func cutShort(_ path: String) -> (declared: UInt64, size: UInt64)? {
+    public static func inspect(_ path: String) -> Finding {
+        var finding = Finding()
         // (A named pipe would block the open, and a pipe has no length.)
-        guard JobPlanner.isRegularFile(path), let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        guard JobPlanner.isRegularFile(path), let handle = FileHandle(forReadingAtPath: path) else { return finding }
         defer { try? handle.close() }
         guard let size = try? handle.seekToEnd(), size >= 8, (try? handle.seek(toOffset: 0)) != nil,
-              let head = try? handle.read(upToCount: 64), head.count >= 8 else { return nil }
+              let head = try? handle.read(upToCount: 64), head.count >= 8 else { return finding }
         let declared: UInt64?
         if Array(head.prefix(4)) == [0x1A, 0x45, 0xDF, 0xA3] {
             declared = matroskaEnd(Array(head), handle: handle)
         } else {
             let walk = boxes(handle: handle, size: size)
-            declared = walk.isBoxes ? walk.overrun : nil
+            guard walk.isBoxes else { return finding }
+            finding.lacksIndex = walk.types.contains("mdat") && !walk.types.contains("moov")
+            declared = walk.overrun
         }
-        guard let declared, declared > size else { return nil }
-        return (declared, size)
+        if let declared, declared > size { finding.cut = (declared, size) }
+        return finding
     }
+
+    /// The length the file's structure gives and the length it has, when the first is
+    /// longer: the file is cut short (see `inspect`).
+    public static func cutShort(_ path: String) -> (declared: UInt64, size: UInt64)? { inspect(path).cut }
+
+    /// Whether `path` is an MP4/QuickTime file whose top-level boxes hold pictures and sound
+    /// (`mdat`) but no index (`moov`): a phone or camera that stopped recording, or a copy cut
+    /// short, before the index was written at the end. FFmpeg only says "invalid data".
+    public static func lacksIndex(_ path: String) -> Bool { inspect(path).lacksIndex }
 
     /// "6.1 MB of at least 12.0 MB", for a `cutShort` result: the length given is where the
     /// part the file stops in ends (the whole file, but for a fragmented .mp4 its fragment).
@@ -37,16 +57,11 @@ public enum ContainerLength {
         bytes < 1_000_000 ? "\(bytes) bytes" : bytes < 1_000_000_000 ? String(format: "%.1f MB", Double(bytes) / 1e6) : String(format: "%.2f GB", Double(bytes) / 1e9)
     }
 
-    /// Whether `path` is an MP4/QuickTime file whose top-level boxes hold pictures and sound
-    /// (`mdat`) but no index (`moov`): a phone or camera that stopped recording, or a copy cut
-    /// short, before the index was written at the end. FFmpeg only says "invalid data".
-    public static func lacksIndex(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        guard let size = try? handle.seekToEnd() else { return false }
-        let walk = boxes(handle: handle, size: size)
-        return walk.isBoxes && walk.types.contains("mdat") && !walk.types.contains("moov")
-    }
+    /// Top-level boxes a file can stop inside when its copy stops: media data, the index,
+    /// fragments and what stands between them. Bytes after the last box (an ID3 or APE tag, a
+    /// camera's trailer, text) can read as a box of any size, but not as one of these.
+    private static let lengthBoxes: Set<String> = ["mdat", "moov", "moof", "mfra", "free", "skip", "wide", "uuid", "udta",
+                                                   "meta", "sidx", "ssix", "styp", "emsg", "prft", "ftyp", "pdin"]
 
     /// The top-level boxes of an MP4/QuickTime file (their types, in order), and where the
     /// last one would end when that is past the end of the file. `isBoxes` is false when the
@@ -56,14 +71,15 @@ public enum ContainerLength {
         var types: [String] = []
         var overrun: UInt64?
         // A fragmented recording has a moof and an mdat per fragment: thousands in a long one.
-        while offset + 8 <= end, types.count < 100_000 {
+        while end - offset >= 8, types.count < 100_000 {
             guard (try? handle.seek(toOffset: offset)) != nil, let head = try? handle.read(upToCount: 16), head.count >= 8 else { break }
             let bytes = [UInt8](head)
             var size = bytes[0..<4].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             // Box types are four printable characters (© in some): anything else is bytes after
             // the last box (a camera's trailer, padding), which give no length.
             guard bytes[4..<8].allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0xA9 }) else { break }
-            types.append(String(decoding: bytes[4..<8], as: UTF8.self))
+            let type = String(decoding: bytes[4..<8], as: UTF8.self)
+            types.append(type)
             if size == 1 {
                 // A 64-bit size follows the type; a file cut inside it gives no length.
                 guard bytes.count >= 16 else { break }
@@ -71,10 +87,12 @@ public enum ContainerLength {
             }
             if size == 0 { break } // to the end of the file
             guard size >= 8 else { return (false, types, nil) } // not box structure
-            let (next, overflow) = offset.addingReportingOverflow(size)
-            guard !overflow else { return (false, types, nil) }
-            if next > end { overrun = next }
-            offset = next
+            if size > end - offset {
+                // The file stops inside this box, if it is one (and its size is not garbage).
+                if lengthBoxes.contains(type), size < 1 << 50 { overrun = offset + size }
+                break
+            }
+            offset += size
         }
         let first = types.first
         let isBoxes = first == "ftyp" || first == "wide" || first == "free" || first == "mdat"
@@ -90,13 +108,16 @@ public enum ContainerLength {
         for _ in 0..<16 {
             guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: 16), data.count >= 2 else { return nil }
             let bytes = [UInt8](data)
-            if bytes[0] == 0xEC, let void = elementSize(bytes, at: 1) {
-                offset += 1 + UInt64(void.length) + void.value
+            if bytes[0] == 0xEC, let void = elementSize(bytes, at: 1), !void.unknown {
+                let (next, overflow) = offset.addingReportingOverflow(1 + UInt64(void.length) + void.value)
+                guard !overflow else { return nil }
+                offset = next
                 continue
             }
             guard bytes.count >= 5, Array(bytes.prefix(4)) == [0x18, 0x53, 0x80, 0x67], let segment = elementSize(bytes, at: 4),
                   !segment.unknown else { return nil }
-            return offset + 4 + UInt64(segment.length) + segment.value
+            let (end, overflow) = (offset + 4 + UInt64(segment.length)).addingReportingOverflow(segment.value)
+            return overflow ? nil : end
         }
         return nil
     }

@@ -22,7 +22,7 @@ public struct UpscaleError: Error, CustomStringConvertible, Equatable {
 
     public var description: String { message }
 
-    /// The words of the error for an MP4/QuickTime file without its index (`InputFile.lacksIndex`),
+    /// The words of the error for an MP4/QuickTime file without its index (`ContainerLength.lacksIndex`),
     /// which the CLI and the watch folder look for.
     public static let missingIndex = "has no index (no moov box)"
 

@@ -591,6 +591,7 @@ final class RunningJob: @unchecked Sendable {
         if let changed = changedSinceQueued() {
             settleAgain(changed)
             watcher.forgetSaid(job.id, "unfinished")
+            watcher.forgetSaid(job.id, "cut")
             watcher.sayOnce(job: job.id, "changed", "'\(job.source)' changed since it was queued; it will be taken once it settles")
             return
         }
@@ -598,13 +599,13 @@ final class RunningJob: @unchecked Sendable {
         // shorter than its header says): its upscale would be a part of the video, and the
         // original moved to Originals/ half copied.
         // (An .mp4/.mov cut before its index is cut short too: its child's error says more.)
-        let cut = ContainerLength.lacksIndex(source) ? nil : ContainerLength.cutShort(source)
-        if let cut, waitUnfinished("cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)", then: "upscaled as it is and moved to Failed/ with its part of the video") {
+        let found = ContainerLength.inspect(source)
+        if !found.lacksIndex, let cut = found.cut,
+           waitUnfinished("cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)", then: "upscaled as it is and moved to Failed/ with its part of the video", key: "cut") {
             return
         }
-        // A file looked at again for its index is said once (`waitUnfinished`), not at every
-        // look; one cut short is looked at before it starts, and starts once.
-        if !watcher.wasSaid(job.id, "unfinished") || cut != nil {
+        // A file looked at again for its index is said once (`waitUnfinished`), not at every look.
+        if !watcher.wasSaid(job.id, "unfinished") {
             watcher.log("start '\(job.source)' (\(Watcher.megabytes(job.size)), job \(job.id), attempt \(job.attempts))")
         }
         guard config.folder.isAvailable else {
@@ -751,7 +752,7 @@ final class RunningJob: @unchecked Sendable {
             // return; a watch folder's file that went is not coming back under that name.
             if let planned, !FileManager.default.fileExists(atPath: source) { QueueActions.removeChunks(of: planned.path) }
             if text.contains(UpscaleError.missingIndex),
-               waitUnfinished("no index yet (an .mp4/.mov gets it when its copy or recording ends)", then: "moved to Failed/") { return }
+               waitUnfinished("no index yet (an .mp4/.mov gets it when its copy or recording ends)", then: "moved to Failed/", key: "unfinished") { return }
             finishFailed(reason: text, detail: logTail, transient: kind == "output", crashed: false, status: "exit \(code)")
         }
     }
@@ -808,13 +809,15 @@ final class RunningJob: @unchecked Sendable {
     /// going on, began the file anew in the folder with the rest of its bytes; a file shorter
     /// than its header says was upscaled in part. Queued again to be looked at after twice
     /// the settle time (at least a second), with its size and time as they are now; true when
-    /// so. `why` is what is unfinished, `then` what happens once the wait is over.
-    private func waitUnfinished(_ why: String, then: String) -> Bool {
-        guard !config.once, config.unfinishedWait > 0, let file = currentFile(), now - file.modified < config.unfinishedWait else { return false }
+    /// so. `why` is what is unfinished, `then` what happens once the wait is over; `key` what
+    /// the log line is said once under. A time ahead of the clock (another machine's) by more
+    /// than the wait is not waited for.
+    private func waitUnfinished(_ why: String, then: String, key: String) -> Bool {
+        guard !config.once, config.unfinishedWait > 0, let file = currentFile(), abs(now - file.modified) < config.unfinishedWait else { return false }
         let delay = max(2 * config.settle, 1)
         let reason = "\(why); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then \(then)"
         guard (try? store.resettle(claim, size: file.size, modified: file.modified, reason: reason, retryAt: now + delay, now: now)) == true else { return false }
-        watcher.sayOnce(job: claim.job.id, "unfinished", "waiting for '\(claim.job.source)': \(reason)")
+        watcher.sayOnce(job: claim.job.id, key, "waiting for '\(claim.job.source)': \(reason)")
         return true
     }
 

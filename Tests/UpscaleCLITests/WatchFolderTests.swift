@@ -898,9 +898,10 @@ final class WatchFolderTests: XCTestCase {
         let mkv = CLITests.fixtures.appendingPathComponent("chunk-vfr.mkv")
         let whole = try Data(contentsOf: mkv)
         let cut = inbox.appendingPathComponent("cut.mkv")
-        try whole.prefix(whole.count / 2).write(to: cut)
-        let second = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "0.05"] + Self.encode)
+        // (Written once the watcher runs: its 6 s count from the file's last change.)
+        let second = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "0.1"] + Self.encode)
         defer { second.terminate(); second.waitUntilExit() }
+        try whole.prefix(whole.count / 2).write(to: cut)
         try waitFor("the cut file to be looked at") { try listing().jobs.contains { $0.source == "cut.mkv" && $0.error?.contains("cut short") == true } }
         XCTAssertEqual(files("Failed"), [], "not taken before its time")
         try waitFor("the cut file to fail") { files("Failed").contains("cut.mkv.error.txt") }

@@ -27,9 +27,17 @@ final class ContainerLengthTests: XCTestCase {
             let padded = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path(name))) + Data(repeating: 0, count: 100)
             XCTAssertNil(ContainerLength.cutShort(try write(padded, "padded-" + name, in: dir)), name)
         }
-        // Nor are bytes after an .mp4's last box that read as a large size but no box type.
-        let trailer = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-2s.mp4"))) + Data([0x7F, 0xFF, 0xFF, 0xFF, 0x01, 0x9C, 0x00, 0xFE] + [UInt8](repeating: 7, count: 24))
-        XCTAssertNil(ContainerLength.cutShort(try write(trailer, "trailer.mp4", in: dir)))
+        // Nor are bytes after an .mp4's last box that read as a large size: binary, an ID3v1
+        // tag ("TAG" and a title: a box "Some" of 0x54414753 bytes), text.
+        let mp4 = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-2s.mp4")))
+        let id3 = Data("TAGSome title".utf8) + Data(repeating: 0x20, count: 115)
+        for (i, trailer) in [Data([0x7F, 0xFF, 0xFF, 0xFF, 0x01, 0x9C, 0x00, 0xFE] + [UInt8](repeating: 7, count: 24)), id3,
+                             Data("notes about this clip\n".utf8)].enumerated() {
+            XCTAssertNil(ContainerLength.cutShort(try write(mp4 + trailer, "trailer-\(i).mp4", in: dir)), "trailer \(i)")
+        }
+        // A garbage 64-bit size (past 2^64 from where it stands) gives no length, and no trap.
+        let garbage = Data([0, 0, 0, 16] + Array("ftypisom".utf8) + [0, 0, 0, 0] + [0, 0, 0, 1] + Array("mdat".utf8) + [UInt8](repeating: 0xFF, count: 7) + [0xEC])
+        XCTAssertNil(ContainerLength.cutShort(try write(garbage + Data(count: 100), "garbage.mp4", in: dir)))
     }
 
     func testPartsOfFilesAreCutShortByWhatTheirHeadersGive() throws {
@@ -49,6 +57,24 @@ final class ContainerLengthTests: XCTestCase {
         }
         let half = try write(try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-853x479.mkv"))).prefix(30_000), "half.mkv", in: dir)
         XCTAssertEqual(ContainerLength.describe(ContainerLength.cutShort(half)!), "30000 bytes of at least 55781 bytes")
+    }
+
+    /// An EBML header whose size takes 8 bytes, a Void element before the Segment, and a
+    /// second segment after the first (files joined) are read through.
+    func testUnusualMatroskaLayoutsAreRead() throws {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-853x479.mkv"))))
+        let headerSize = Int(bytes[4] & 0x7F)
+        XCTAssertEqual(bytes[4] & 0x80, 0x80, "a one-byte size")
+        let body = Array(bytes[5..<(5 + headerSize)]), segment = Array(bytes[(5 + headerSize)...])
+        let wide: [UInt8] = [0x1A, 0x45, 0xDF, 0xA3, 0x01, 0, 0, 0, 0, 0, 0, UInt8(headerSize)] + body + [0xEC, 0x85, 0, 0, 0, 0, 0] + segment
+        let dir = try workspace()
+        XCTAssertNil(ContainerLength.cutShort(try write(Data(wide), "wide.mkv", in: dir)))
+        let cut = try XCTUnwrap(ContainerLength.cutShort(try write(Data(wide.prefix(wide.count / 2)), "wide-half.mkv", in: dir)))
+        XCTAssertEqual(cut.declared, UInt64(wide.count))
+        // Two segments: the first ends where the second begins. Only the first is judged, so a
+        // cut in the second goes unseen (files joined so are rare).
+        XCTAssertNil(ContainerLength.cutShort(try write(Data(bytes + bytes), "two.mkv", in: dir)))
+        XCTAssertNil(ContainerLength.cutShort(try write(Data(bytes + bytes.prefix(bytes.count / 2)), "two-half.mkv", in: dir)))
     }
 
     /// A Segment of unknown size (a live recording's, before it is closed) gives no length:
