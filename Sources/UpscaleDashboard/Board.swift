@@ -30,6 +30,8 @@ public struct BoardReading: Sendable {
     public var paused: Bool
     /// Seconds of work left, estimated from measured rates; nil when nothing was measured yet.
     public var secondsOfWorkLeft: Double?
+    /// Open jobs not in `secondsOfWorkLeft`: not planned yet (see `QueueActions.unplanned`).
+    public var unplannedJobs = 0
     /// Pieces of finished (or still running) work with when they ran, for the throughput chart.
     public var work: [WorkSpan]
     /// Finished chunks (or, for a folder, whole jobs) and their encode seconds, for the histogram.

@@ -12,6 +12,8 @@ public struct BoardSummary: Codable, Sendable, Equatable {
     public var framesPerSecond: Double
     /// Work queued and running, at the rates measured on this queue (one worker's time).
     public var secondsOfWorkLeft: Double?
+    /// Open jobs left out of `secondsOfWorkLeft`: not planned yet.
+    public var unplannedJobs: Int
     public var workers: Int
     public var staleWorkers: Int
     /// The highest priority of an open job ("run next" sets one above it).
@@ -57,7 +59,7 @@ struct BoardSnapshot: Sendable {
         summary = BoardSummary(
             title: title, paused: reading.paused, counts: counts, jobs: reading.jobs.count, doneToday: doneToday,
             framesPerSecond: live.reduce(0) { $0 + ($1.fps ?? 0) }, secondsOfWorkLeft: reading.secondsOfWorkLeft,
-            workers: live.count, staleWorkers: reading.workers.count - live.count, topPriority: top,
+            unplannedJobs: reading.unplannedJobs, workers: live.count, staleWorkers: reading.workers.count - live.count, topPriority: top,
             throughput: Self.throughput(reading.work, now: now), bucketSeconds: Self.bucketSeconds, now: now)
     }
 

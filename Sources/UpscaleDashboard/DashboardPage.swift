@@ -134,7 +134,8 @@ enum DashboardPage {
       const items = [
         [(c.running || 0) + (c.finishing || 0), "running"], [(c.queued || 0) + (c["waiting-for-space"] || 0), "queued"],
         [c.failed || 0, "failed"], [s.doneToday, "done today"], [s.framesPerSecond.toFixed(1), "frames/s now"],
-        s.secondsOfWorkLeft == null ? ["?", "work queued (no rate measured yet)"] : [(s.secondsOfWorkLeft / 3600).toFixed(1) + " h", "work queued"],
+        s.secondsOfWorkLeft == null ? ["?", "work queued (no rate measured yet)"]
+          : [(s.secondsOfWorkLeft / 3600).toFixed(1) + " h" + (s.unplannedJobs ? " + " + s.unplannedJobs + " unplanned" : ""), "work queued"],
         [s.workers + (s.staleWorkers ? " (+" + s.staleWorkers + " stale)" : ""), "workers"],
       ];
       box.replaceChildren(...items.map(([value, label]) => {

@@ -47,7 +47,7 @@ public final class FolderBoard: QueueBoard, @unchecked Sendable {
             }
         }
         return BoardReading(jobs: jobs, workers: workers, paused: try store.isPaused(), secondsOfWorkLeft: QueueActions.queueETA(records),
-                            work: work, finishedChunks: finished, rescues: try store.rescues())
+                            unplannedJobs: QueueActions.unplanned(records), work: work, finishedChunks: finished, rescues: try store.rescues())
     }
 
     /// "host:pid" as the watcher names itself → "host".

@@ -104,7 +104,9 @@ public enum QueueActions {
     /// folder's finished jobs is output pixels per second: frames x width x height over their
     /// run time. A running job uses its own measured fps; a queued one its planned frames and
     /// size at that rate (the fps this machine reached, scaled to the job's output size).
-    /// Nil until a job has finished (no rate yet) while work is left.
+    /// Nil until a job has finished (no rate yet) while work is left. Jobs not planned yet
+    /// (`unplanned`) are left out: one file waiting for its index made the whole queue's
+    /// ETA unknown for up to ten minutes.
     public static func queueETA(_ jobs: [JobRecord]) -> Double? {
         let finished = jobs.filter { $0.state == .done && $0.started != nil && $0.updated > $0.started! && $0.framesDone > 0
             && $0.outputWidth != nil && $0.outputHeight != nil }
@@ -117,10 +119,21 @@ public enum QueueActions {
                 total += left
                 continue
             }
-            guard let rate = pixelRate, let frames = job.framesTotal, let w = job.outputWidth, let h = job.outputHeight else { return nil }
+            guard let rate = pixelRate else { return nil }
+            guard let frames = job.framesTotal, let w = job.outputWidth, let h = job.outputHeight else { continue }
             total += Double(max(0, frames - job.framesDone)) * Double(w * h) / rate
         }
         return total
+    }
+
+    /// Work left that `queueETA` cannot count: queued (or running, not yet measured) jobs
+    /// whose frames and output size are not known yet. The planner has not reached them, or
+    /// cannot read their file yet (an .mp4 waiting for its index).
+    public static func unplanned(_ jobs: [JobRecord]) -> Int {
+        jobs.filter { job in
+            [.running, .queued, .waitingForSpace].contains(job.state) && runningETA(job) == nil
+                && (job.framesTotal == nil || job.outputWidth == nil || job.outputHeight == nil)
+        }.count
     }
 
     public static func runningETA(_ job: JobRecord) -> Double? {

@@ -22,16 +22,19 @@ struct QueueCommand: ParsableCommand {
             let root = WatchFolder(root: try required(folder))
             let store = try root.openStore(create: false, readOnly: true)
             let jobs = try store.list()
-            let eta = QueueActions.queueETA(jobs)
+            let eta = QueueActions.queueETA(jobs), unplanned = QueueActions.unplanned(jobs)
             if json {
                 struct Listing: Encodable {
                     let paused: Bool
+                    /// Of the planned jobs (`unplannedJobs` are not in it).
                     let etaSeconds: Double?
+                    let unplannedJobs: Int
                     let jobs: [JobRecord]
                 }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(Listing(paused: try store.isPaused(), etaSeconds: eta, jobs: jobs)), as: UTF8.self))
+                print(String(decoding: try encoder.encode(Listing(paused: try store.isPaused(), etaSeconds: eta, unplannedJobs: unplanned, jobs: jobs)),
+                                       as: UTF8.self))
                 return
             }
             // A job shown running whose watcher is gone (killed, machine restarted) showed its last
@@ -53,7 +56,16 @@ struct QueueCommand: ParsableCommand {
             let open = jobs.filter { $0.state == .queued || $0.state == .running }.count
             // Jobs waiting for disk space are work left too ("nothing left to do" read as if they were not).
             let waiting = jobs.filter { $0.state == .waitingForSpace }.count
-            let left = open + waiting == 0 ? "nothing left to do" : "queue ETA " + (eta.map(clock) ?? "unknown (no finished job measured yet)")
+            let left: String
+            if open + waiting == 0 {
+                left = "nothing left to do"
+            } else if unplanned == open + waiting {
+                left = "queue ETA unknown (\(unplanned == 1 ? "the job is" : "its jobs are") not planned yet)"
+            } else if let eta {
+                left = "queue ETA " + clock(eta) + (unplanned > 0 ? " for all but \(unplanned) job(s) not planned yet" : "")
+            } else {
+                left = "queue ETA unknown (no finished job measured yet)"
+            }
             print("\(jobs.count) jobs, \(open) queued or running\(waiting > 0 ? ", \(waiting) waiting for space" : "")\(try store.isPaused() ? ", paused" : ""); \(left)")
         }
     }

@@ -71,6 +71,7 @@ final class WatchFolderTests: XCTestCase {
         }
         let paused: Bool
         let etaSeconds: Double?
+        let unplannedJobs: Int
         let jobs: [Job]
     }
 
@@ -784,6 +785,19 @@ final class WatchFolderTests: XCTestCase {
         print("queue ETA for one queued job: \(String(format: "%.2f", eta)) s; the same job took about \(String(format: "%.2f", perJob)) s")
         XCTAssertGreaterThan(eta, 0)
         XCTAssertLessThan(eta, perJob * 3)
+        XCTAssertEqual(try listing().unplannedJobs, 0)
+
+        // A file that cannot be planned yet (half an .mp4: no index) is left out of the ETA,
+        // and said to be; it made the whole queue's ETA unknown.
+        let whole = try Data(contentsOf: Self.clip)
+        try whole.prefix(whole.count / 2).write(to: inbox.appendingPathComponent("d.mp4"))
+        XCTAssertEqual(try watchOnce().status, 0)
+        let listed = try listing()
+        XCTAssertEqual(listed.jobs.map(\.state), ["done", "done", "queued", "queued"])
+        XCTAssertEqual(listed.unplannedJobs, 1)
+        XCTAssertEqual(try XCTUnwrap(listed.etaSeconds), eta, accuracy: 1e-9, "the same as for c.mp4 alone")
+        let text = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "queue", "list", inbox.path], timeout: 60).stderr
+        XCTAssertTrue(text.contains("4 jobs, 2 queued or running, paused; queue ETA ") && text.contains(" for all but 1 job(s) not planned yet"), text)
     }
 
     func testRecursiveKeepsSubfolderPaths() throws {
