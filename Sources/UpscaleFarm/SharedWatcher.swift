@@ -44,7 +44,7 @@ public final class SharedWatcher {
     static let unfinishedWait = 600.0
     /// Cut-short files waited for, by their key (name, size and time): said once, and said
     /// again when they change.
-    private var cutFound: [String: (declared: UInt64, size: UInt64)] = [:]
+    private var cutFound: [String: ContainerLength.Cut] = [:]
 
     public init(folder: WatchFolder, store: SQLiteJobStore, queue: PostgresQueue, settings: [String], settle: Double,
                 say: @escaping (String) -> Void, plan: @escaping Planner) {

@@ -6,41 +6,62 @@ import Foundation
 /// (or was cut off) is shorter than that, and FFmpeg reads such a file without a word until
 /// its data ends: the upscale of a half-copied file is a half-length video.
 public enum ContainerLength {
+    /// A file shorter than its structure says: the length that gives (at least), and the
+    /// length the file has. `packet`: an MPEG transport stream's packet size, for one that
+    /// ends inside a packet.
+    public struct Cut: Sendable, Equatable {
+        public let declared: UInt64
+        public let size: UInt64
+        public var packet: Int?
+    }
+
     /// What `inspect` finds: an MP4/QuickTime file without its index (`lacksIndex`), and
-    /// the length the file's structure gives beside the length it has, when the first is
-    /// longer (`cut`).
+    /// a file cut short (`cut`).
     public struct Finding: Sendable {
         public var lacksIndex = false
-        public var cut: (declared: UInt64, size: UInt64)?
+        public var cut: Cut?
     }
 
     /// One look at the file (one walk of an .mp4's boxes: a long fragmented recording has
     /// thousands). Nothing is found for a whole file, one whose length is left open (a
     /// Matroska Segment of unknown size, as a live recording writes it; an MP4 box running
-    /// "to the end of the file"), and formats that give no length (MPEG-TS, AVI).
+    /// "to the end of the file"), and formats that give no length (AVI). An MPEG transport
+    /// stream is whole packets of 188 bytes (192 in .m2ts/.mts): a copy stopped anywhere else
+    /// ends inside one, while one stopped between packets looks whole.
     public static func inspect(_ path: String) -> Finding {
         var finding = Finding()
         // (A named pipe would block the open, and a pipe has no length.)
         guard JobPlanner.isRegularFile(path), let handle = FileHandle(forReadingAtPath: path) else { return finding }
         defer { try? handle.close() }
         guard let size = try? handle.seekToEnd(), size >= 8, (try? handle.seek(toOffset: 0)) != nil,
-              let head = try? handle.read(upToCount: 64), head.count >= 8 else { return finding }
+              let head = try? handle.read(upToCount: 512), head.count >= 8 else { return finding }
         let declared: UInt64?
         if Array(head.prefix(4)) == [0x1A, 0x45, 0xDF, 0xA3] {
             declared = matroskaEnd(Array(head), handle: handle)
+        } else if let packet = transportPacket([UInt8](head)) {
+            if size % UInt64(packet) != 0 { finding.cut = Cut(declared: (size / UInt64(packet) + 1) * UInt64(packet), size: size, packet: packet) }
+            return finding
         } else {
             let walk = boxes(handle: handle, size: size)
             guard walk.isBoxes else { return finding }
             finding.lacksIndex = walk.types.contains("mdat") && !walk.types.contains("moov")
             declared = walk.overrun
         }
-        if let declared, declared > size { finding.cut = (declared, size) }
+        if let declared, declared > size { finding.cut = Cut(declared: declared, size: size) }
         return finding
+    }
+
+    /// The packet size of an MPEG transport stream (three sync bytes a packet apart; a .m2ts
+    /// packet has a 4-byte time code first), or nil.
+    private static func transportPacket(_ head: [UInt8]) -> Int? {
+        for (packet, first) in [(188, 0), (192, 4)] where head.count > first + 2 * packet
+            && (0..<3).allSatisfy({ head[first + $0 * packet] == 0x47 }) { return packet }
+        return nil
     }
 
     /// The length the file's structure gives and the length it has, when the first is
     /// longer: the file is cut short (see `inspect`).
-    public static func cutShort(_ path: String) -> (declared: UInt64, size: UInt64)? { inspect(path).cut }
+    public static func cutShort(_ path: String) -> Cut? { inspect(path).cut }
 
     /// Whether `path` is an MP4/QuickTime file whose top-level boxes hold pictures and sound
     /// (`mdat`) but no index (`moov`): a phone or camera that stopped recording, or a copy cut
@@ -49,8 +70,11 @@ public enum ContainerLength {
 
     /// "6.1 MB of at least 12.0 MB", for a `cutShort` result: the length given is where the
     /// part the file stops in ends (the whole file, but for a fragmented .mp4 its fragment).
-    public static func describe(_ cut: (declared: UInt64, size: UInt64)) -> String {
-        "\(amount(cut.size)) of at least \(amount(cut.declared))"
+    /// A transport stream: "it ends inside a 188-byte packet, at 6.1 MB".
+    public static func describe(_ cut: Cut) -> String {
+        if let packet = cut.packet { return "it ends inside a \(packet)-byte packet, at \(amount(cut.size))" }
+        let (has, gives) = (amount(cut.size), amount(cut.declared))
+        return has == gives ? "\(cut.size) of at least \(cut.declared) bytes" : "\(has) of at least \(gives)"
     }
 
     private static func amount(_ bytes: UInt64) -> String {

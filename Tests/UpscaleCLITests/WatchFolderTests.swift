@@ -870,39 +870,47 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Failed/cut.mp4")), whole.prefix(whole.count / 2))
     }
 
-    /// An .mkv or a fast-start .mp4 (index first) half copied, the copy paused longer than the
-    /// settle time: FFmpeg reads either without a word up to where its data ends, so it was
+    /// An .mkv, a fast-start .mp4 (index first) or an MPEG-TS half copied, the copy paused longer
+    /// than the settle time: FFmpeg reads each without a word up to where its data ends, so it was
     /// upscaled in part and the half copy moved to Originals/. It is left as it is while it
     /// is shorter than its header says, and upscaled whole once the copy goes on to the end.
     func testAPausedCopyOfAFileShorterThanItsHeaderIsUpscaledWhole() throws {
         let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "5"] + Self.encode)
         defer { watcher.terminate(); watcher.waitUntilExit() }
-        for name in ["chunk-vfr.mkv", "street-2s-faststart.mp4"] {
-            let source = CLITests.fixtures.appendingPathComponent(name)
+        // A transport stream made from the clip: half of it ends inside a packet.
+        let transport = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-\(UUID().uuidString).ts")
+        try Remuxer.copy(Self.clip.path, to: transport.path)
+        defer { try? FileManager.default.removeItem(at: transport) }
+        for source in [CLITests.fixtures.appendingPathComponent("chunk-vfr.mkv"), CLITests.fixtures.appendingPathComponent("street-2s-faststart.mp4"), transport] {
+            let name = source.lastPathComponent
             let whole = try Data(contentsOf: source)
             let copy = inbox.appendingPathComponent("copy-" + name)
-            try whole.prefix(whole.count / 2).write(to: copy)
+            // (Of the stream's 188-byte packets, half may end between two: 7 bytes on.)
+            let split = whole.count / 2 + (source.pathExtension == "ts" ? 7 : 0)
+            try whole.prefix(split).write(to: copy)
+            let said = source.pathExtension == "ts" ? "cut short, it ends inside a 188-byte packet" : "cut short, \(split) bytes of at least \(whole.count) bytes"
             try waitFor("the half copy of \(name) to be looked at") {
-                try listing().jobs.first { $0.source == copy.lastPathComponent }?.error?.contains("cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes") == true
+                try listing().jobs.first { $0.source == copy.lastPathComponent }?.error?.contains(said) == true
             }
             // Looked at again a few times (every second), still left alone.
             Thread.sleep(forTimeInterval: 2.5)
-            XCTAssertEqual(try Data(contentsOf: copy), whole.prefix(whole.count / 2), "the half copy is left as it is")
+            XCTAssertEqual(try Data(contentsOf: copy), whole.prefix(split), "the half copy is left as it is")
             XCTAssertFalse(files("Originals").contains(copy.lastPathComponent))
             XCTAssertEqual(files("Upscaled").filter { $0.hasPrefix("copy-" + source.deletingPathExtension().lastPathComponent) }, [])
             let handle = try FileHandle(forWritingTo: copy)
             try handle.seekToEnd()
-            try handle.write(contentsOf: whole.suffix(from: whole.count / 2))
+            try handle.write(contentsOf: whole.suffix(from: split))
             try handle.close()
             try waitFor("the whole copy of \(name) to be upscaled") { files("Originals").contains(copy.lastPathComponent) }
             XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/" + copy.lastPathComponent)), whole)
-            let output = "copy-\(source.deletingPathExtension().lastPathComponent) Upscaled.\(source.pathExtension)"
+            // (HEVC in MPEG-TS is written as .mov.)
+            let output = "copy-\(source.deletingPathExtension().lastPathComponent) Upscaled.\(source.pathExtension == "ts" ? "mov" : source.pathExtension)"
             XCTAssertTrue(files("Upscaled").contains(output), "\(files("Upscaled"))")
             XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/" + output)), try frames(source), name)
         }
         XCTAssertEqual(files("Failed"), [])
-        XCTAssertEqual(try listing().jobs.map(\.state), ["done", "done"])
-        XCTAssertEqual(try listing().jobs.map(\.attempts), [1, 1], "looks at a cut-short file are not attempts")
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done", "done", "done"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1, 1, 1], "looks at a cut-short file are not attempts")
         watcher.terminate()
         watcher.waitUntilExit()
 

@@ -18,7 +18,7 @@ final class ContainerLengthTests: XCTestCase {
     }
 
     func testWholeFilesAreNotCutShort() throws {
-        for name in Self.matroska + Self.mp4 + ["street-opengop-mmco-cut.ts", "street-mjpeg.avi", "street-theora.ogv"] {
+        for name in Self.matroska + Self.mp4 + ["street-opengop-mmco-cut.ts", "street-ts-untimed-first.ts", "street-mjpeg.avi", "street-theora.ogv"] {
             XCTAssertNil(ContainerLength.cutShort(Fixtures.path(name)), name)
         }
         // Bytes after the Segment or the last box (a second segment, padding) are not a cut.
@@ -75,6 +75,30 @@ final class ContainerLengthTests: XCTestCase {
         // cut in the second goes unseen (files joined so are rare).
         XCTAssertNil(ContainerLength.cutShort(try write(Data(bytes + bytes), "two.mkv", in: dir)))
         XCTAssertNil(ContainerLength.cutShort(try write(Data(bytes + bytes.prefix(bytes.count / 2)), "two-half.mkv", in: dir)))
+    }
+
+    /// A transport stream is whole packets: one that stops inside a packet is cut short, one
+    /// that stops between packets cannot be told from a whole one. The same with .m2ts's
+    /// 192-byte packets (a 4-byte time code before each).
+    func testATransportStreamEndingInsideAPacketIsCutShort() throws {
+        let dir = try workspace()
+        let ts = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("street-opengop-mmco-cut.ts"))))
+        XCTAssertEqual(ts.count % 188, 0)
+        var m2ts: [UInt8] = []
+        for start in stride(from: 0, to: ts.count, by: 188) { m2ts += [0, 0, 0, UInt8(start / 188 & 0xFF)] + ts[start..<(start + 188)] }
+        XCTAssertNil(ContainerLength.cutShort(try write(Data(m2ts), "whole.m2ts", in: dir)))
+        for (bytes, packet, name) in [(ts, 188, "part.ts"), (m2ts, 192, "part.m2ts")] {
+            for part in [packet * 40 + 1, bytes.count / 2 + 7, bytes.count - 1] where part % packet != 0 {
+                let cut = try XCTUnwrap(ContainerLength.cutShort(try write(Data(bytes.prefix(part)), name, in: dir)), "\(name) \(part)")
+                XCTAssertEqual(cut, ContainerLength.Cut(declared: UInt64((part / packet + 1) * packet), size: UInt64(part), packet: packet))
+            }
+            XCTAssertNil(ContainerLength.cutShort(try write(Data(bytes.prefix(packet * 40)), name, in: dir)), "between packets")
+        }
+        let cut = try XCTUnwrap(ContainerLength.cutShort(try write(Data(ts.prefix(20_000)), "cut.ts", in: dir)))
+        XCTAssertEqual(ContainerLength.describe(cut), "it ends inside a 188-byte packet, at 20000 bytes")
+        // Close to the end of a Matroska file: the two lengths in bytes, not as the same MB.
+        XCTAssertEqual(ContainerLength.describe(ContainerLength.Cut(declared: 6_104_400, size: 6_104_311)), "6104311 of at least 6104400 bytes")
+        XCTAssertEqual(ContainerLength.describe(ContainerLength.Cut(declared: 12_000_000, size: 6_100_000)), "6.1 MB of at least 12.0 MB")
     }
 
     /// A Segment of unknown size (a live recording's, before it is closed) gives no length:
