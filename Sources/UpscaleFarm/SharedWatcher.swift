@@ -39,9 +39,6 @@ public final class SharedWatcher {
     private let plan: Planner
     private let say: (String) -> Void
     private static let prefix = "shared:"
-    /// How long after its last change a cut-short file is waited for (the local watcher's
-    /// `--unfinished-minutes` default).
-    static let unfinishedWait = 600.0
     /// Cut-short files waited for, by their key (name, size and time): said once, and said
     /// again when they change.
     private var cutFound: [String: ContainerLength.Cut] = [:]
@@ -89,14 +86,15 @@ public final class SharedWatcher {
                 if try store.setting(key) != nil { continue }
                 // A copy or download under way that paused longer than the settle time: its
                 // job would be a part of the video. Submitted once it is whole, or as it is once
-                // it has not changed for `unfinishedWait` (a download that broke off; its job
+                // it has not changed for the local watcher's default wait (a download that broke off; its job
                 // fails, shorter than its header says); with `once`, at once.
-                if !once, abs(Date().timeIntervalSince1970 - stat.modified) < Self.unfinishedWait {
+                let wait = WatchConfiguration.defaultUnfinishedWait
+                if !once, WatchConfiguration.changedWithin(wait, modified: stat.modified, now: Date().timeIntervalSince1970) {
                     // Read once per version of the file (a fragmented .mp4 has thousands of boxes).
                     let cut = cutFound[key] ?? ContainerLength.cutShort(path)
                     if let cut {
                         if cutFound.updateValue(cut, forKey: key) == nil {
-                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way?); submitted when it is whole, or as it is \(Int(Self.unfinishedWait / 60)) min after its last change")
+                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way?); submitted when it is whole, or as it is \(Int(wait / 60)) min after its last change")
                         }
                         continue
                     }

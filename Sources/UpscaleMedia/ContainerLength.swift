@@ -34,11 +34,12 @@ public enum ContainerLength {
         guard JobPlanner.isRegularFile(path), let handle = FileHandle(forReadingAtPath: path) else { return finding }
         defer { try? handle.close() }
         guard let size = try? handle.seekToEnd(), size >= 8, (try? handle.seek(toOffset: 0)) != nil,
-              let head = try? handle.read(upToCount: 512), head.count >= 8 else { return finding }
+              let data = try? handle.read(upToCount: 512), data.count >= 8 else { return finding }
+        let head = [UInt8](data)
         let declared: UInt64?
-        if Array(head.prefix(4)) == [0x1A, 0x45, 0xDF, 0xA3] {
-            declared = matroskaEnd(Array(head), handle: handle)
-        } else if let packet = transportPacket([UInt8](head)) {
+        if head.prefix(4).elementsEqual([0x1A, 0x45, 0xDF, 0xA3]) {
+            declared = matroskaEnd(head, handle: handle)
+        } else if let packet = transportPacket(head) {
             if size % UInt64(packet) != 0 { finding.cut = Cut(declared: (size / UInt64(packet) + 1) * UInt64(packet), size: size, packet: packet) }
             return finding
         } else {

@@ -12,10 +12,18 @@ public struct WatchConfiguration: Sendable {
     public var jobs = 1
     public var once = false
     public var settle = 5.0
-    /// How long after its last change an .mp4/.mov without its index is looked at again
-    /// rather than failed: a copy that paused (a network drive, a laptop asleep) or a
-    /// recording under way gets its index at the end. Not with `once`.
-    public var unfinishedWait = 600.0
+    /// How long after its last change an unfinished file (an .mp4/.mov without its index, a
+    /// file shorter than its header says) is looked at again rather than failed or taken as
+    /// it is: a copy that paused (a network drive, a laptop asleep) or a recording under way
+    /// ends it later. Not with `once`.
+    public var unfinishedWait = WatchConfiguration.defaultUnfinishedWait
+    public static let defaultUnfinishedWait = 600.0
+
+    /// Whether a file last changed at `modified` is still within `wait` of its change (a time
+    /// ahead of the clock, another machine's, by more than the wait is not).
+    public static func changedWithin(_ wait: Double, modified: Double, now: Double) -> Bool {
+        abs(now - modified) < wait
+    }
     public var recursive = false
     public var execAfter: String?
     /// A child that reports no new frame for this long is killed and its job retried.
@@ -813,7 +821,8 @@ final class RunningJob: @unchecked Sendable {
     /// the log line is said once under. A time ahead of the clock (another machine's) by more
     /// than the wait is not waited for.
     private func waitUnfinished(_ why: String, then: String, key: String) -> Bool {
-        guard !config.once, config.unfinishedWait > 0, let file = currentFile(), abs(now - file.modified) < config.unfinishedWait else { return false }
+        guard !config.once, config.unfinishedWait > 0, let file = currentFile(),
+              WatchConfiguration.changedWithin(config.unfinishedWait, modified: file.modified, now: now) else { return false }
         let delay = max(2 * config.settle, 1)
         let reason = "\(why); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then \(then)"
         guard (try? store.resettle(claim, size: file.size, modified: file.modified, reason: reason, retryAt: now + delay, now: now)) == true else { return false }

@@ -27,8 +27,8 @@ struct WatchCommand: ParsableCommand {
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
     @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
-    @Option(parsing: .unconditional, help: "Minutes after its last change that an .mp4/.mov without its index (a copy that paused, a recording under way) is looked at again before it goes to Failed/ (0: at once; with --once always at once; with --queue such a file is looked at again whenever it changes).")
-    var unfinishedMinutes = 10.0
+    @Option(parsing: .unconditional, help: "Minutes after its last change that an unfinished file (a copy that paused, a recording under way: an .mp4/.mov without its index, or a file shorter than its header says) is looked at again before it goes to Failed/ or is taken as it is (0: at once; with --once always at once; with --queue an .mp4/.mov without its index is looked at again whenever it changes, and a cut-short file waits 10 minutes).")
+    var unfinishedMinutes = WatchConfiguration.defaultUnfinishedWait / 60
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
