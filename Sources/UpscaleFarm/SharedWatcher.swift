@@ -36,20 +36,24 @@ public final class SharedWatcher {
     private let queue: PostgresQueue
     private let settings: [String]
     private let settler: FileSettler
+    /// How long after its last change a cut-short file waits for the rest of its bytes before
+    /// it is submitted as it is (`watch --unfinished-minutes`; 0: at once).
+    private let unfinishedWait: Double
     private let plan: Planner
     private let say: (String) -> Void
     private static let prefix = "shared:"
-    /// Cut-short files waited for, by their key (name, size and time): said once, and said
-    /// again when they change.
-    private var cutFound: [String: ContainerLength.Cut] = [:]
+    /// Unfinished files waited for (cut short, or their length left open), by their key
+    /// (name, size and time), and why: said once, and said again when they change.
+    private var unfinishedFound: [String: String] = [:]
 
     public init(folder: WatchFolder, store: SQLiteJobStore, queue: PostgresQueue, settings: [String], settle: Double,
-                say: @escaping (String) -> Void, plan: @escaping Planner) {
+                unfinishedWait: Double = WatchConfiguration.defaultUnfinishedWait, say: @escaping (String) -> Void, plan: @escaping Planner) {
         self.folder = folder
         self.store = store
         self.queue = queue
         self.settings = settings
         settler = FileSettler(settle: settle)
+        self.unfinishedWait = unfinishedWait
         self.plan = plan
         self.say = say
     }
@@ -76,7 +80,7 @@ public final class SharedWatcher {
         while !stop.isCancelled {
             let files = scan()
             let keys = Set(files.map { key($0.key, $0.value) })
-            cutFound = cutFound.filter { keys.contains($0.key) }
+            unfinishedFound = unfinishedFound.filter { keys.contains($0.key) }
             let writers = OpenWriters.scan(under: folder.root)
             var waiting = 0
             for (path, stat) in files where try store.setting(key(path, stat)) == nil { waiting += 1 }
@@ -84,17 +88,16 @@ public final class SharedWatcher {
                 guard let stat = files[path] else { continue }
                 let key = key(path, stat)
                 if try store.setting(key) != nil { continue }
-                // A copy or download under way that paused longer than the settle time: its
-                // job would be a part of the video. Submitted once it is whole, or as it is once
-                // it has not changed for the local watcher's default wait (a download that broke off; its job
-                // fails, shorter than its header says); with `once`, at once.
-                let wait = WatchConfiguration.defaultUnfinishedWait
-                if !once, WatchConfiguration.changedWithin(wait, modified: stat.modified, now: Date().timeIntervalSince1970) {
+                // A copy, download or recording under way that paused longer than the settle
+                // time: its job would be a part of the video. Submitted once it is whole, or as
+                // it is once it has not changed for `unfinishedWait` (a download that broke off:
+                // its job fails, shorter than its header says); with `once`, at once.
+                let wait = unfinishedWait
+                if !once, wait > 0, WatchConfiguration.changedWithin(wait, modified: stat.modified, now: Date().timeIntervalSince1970) {
                     // Read once per version of the file (a fragmented .mp4 has thousands of boxes).
-                    let cut = cutFound[key] ?? ContainerLength.cutShort(path)
-                    if let cut {
-                        if cutFound.updateValue(cut, forKey: key) == nil {
-                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': it is cut short, \(ContainerLength.describe(cut)) (a copy or download under way?); submitted when it is whole, or as it is \(Int(wait / 60)) min after its last change")
+                    if let why = unfinishedFound[key] ?? ContainerLength.inspect(path).unfinished {
+                        if unfinishedFound.updateValue(why, forKey: key) == nil {
+                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': \(why); submitted when it is whole, or as it is \(WatchConfiguration.spoken(wait)) after its last change")
                         }
                         continue
                     }

@@ -15,17 +15,27 @@ public enum ContainerLength {
         public var packet: Int?
     }
 
-    /// What `inspect` finds: an MP4/QuickTime file without its index (`lacksIndex`), and
-    /// a file cut short (`cut`).
+    /// What `inspect` finds: an MP4/QuickTime file without its index (`lacksIndex`), a file
+    /// cut short (`cut`), and a Matroska/WebM file whose Segment's size is left open
+    /// (`openEnded`): a recording under way writes it so and fills it in when it stops.
     public struct Finding: Sendable {
         public var lacksIndex = false
         public var cut: Cut?
+        public var openEnded = false
+
+        /// Why a watch folder waits for more of the file before it is taken (a copy, download
+        /// or recording under way that paused longer than the settle time), or nil.
+        public var unfinished: String? {
+            if let cut { return "cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)" }
+            if openEnded { return "its length is left open, as a recording under way leaves it (a paused recording, or one written from another machine?)" }
+            return nil
+        }
     }
 
     /// One look at the file (one walk of an .mp4's boxes: a long fragmented recording has
-    /// thousands). Nothing is found for a whole file, one whose length is left open (a
-    /// Matroska Segment of unknown size, as a live recording writes it; an MP4 box running
-    /// "to the end of the file"), and formats that give no length (AVI). An MPEG transport
+    /// thousands). Nothing is found for a whole file, an MP4 box running "to the end of the
+    /// file", and formats that give no length (AVI); a Matroska Segment of unknown size is
+    /// `openEnded` (a finished file written to a pipe is too: bytes cannot tell the two apart). An MPEG transport
     /// stream is whole packets of 188 bytes (192 in .m2ts/.mts): a copy stopped anywhere else
     /// ends inside one, while one stopped between packets looks whole.
     public static func inspect(_ path: String) -> Finding {
@@ -38,7 +48,9 @@ public enum ContainerLength {
         let head = [UInt8](data)
         let declared: UInt64?
         if head.prefix(4).elementsEqual([0x1A, 0x45, 0xDF, 0xA3]) {
-            declared = matroskaEnd(head, handle: handle)
+            let segment = matroskaEnd(head, handle: handle)
+            declared = segment.end
+            finding.openEnded = segment.openEnded
         } else if let packet = transportPacket(head) {
             if size % UInt64(packet) != 0 { finding.cut = Cut(declared: (size / UInt64(packet) + 1) * UInt64(packet), size: size, packet: packet) }
             return finding
@@ -124,27 +136,28 @@ public enum ContainerLength {
         return (isBoxes, types, overrun)
     }
 
-    /// Where a Matroska/WebM file's Segment ends (nil: unknown size, or not read): the EBML
-    /// header, then the Segment, each an element ID and a variable-length size.
-    private static func matroskaEnd(_ head: [UInt8], handle: FileHandle) -> UInt64? {
-        guard let header = elementSize(head, at: 4) else { return nil }
+    /// Where a Matroska/WebM file's Segment ends (nil: unknown size, or not read), and whether
+    /// its size is the unknown one: the EBML header, then the Segment, each an element ID and
+    /// a variable-length size.
+    private static func matroskaEnd(_ head: [UInt8], handle: FileHandle) -> (end: UInt64?, openEnded: Bool) {
+        guard let header = elementSize(head, at: 4) else { return (nil, false) }
         var offset = 4 + UInt64(header.length) + header.value
         // Void elements (ID 0xEC) may stand before the Segment.
         for _ in 0..<16 {
-            guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: 16), data.count >= 2 else { return nil }
+            guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: 16), data.count >= 2 else { return (nil, false) }
             let bytes = [UInt8](data)
             if bytes[0] == 0xEC, let void = elementSize(bytes, at: 1), !void.unknown {
                 let (next, overflow) = offset.addingReportingOverflow(1 + UInt64(void.length) + void.value)
-                guard !overflow else { return nil }
+                guard !overflow else { return (nil, false) }
                 offset = next
                 continue
             }
-            guard bytes.count >= 5, Array(bytes.prefix(4)) == [0x18, 0x53, 0x80, 0x67], let segment = elementSize(bytes, at: 4),
-                  !segment.unknown else { return nil }
+            guard bytes.count >= 5, Array(bytes.prefix(4)) == [0x18, 0x53, 0x80, 0x67], let segment = elementSize(bytes, at: 4) else { return (nil, false) }
+            if segment.unknown { return (nil, true) }
             let (end, overflow) = (offset + 4 + UInt64(segment.length)).addingReportingOverflow(segment.value)
-            return overflow ? nil : end
+            return (overflow ? nil : end, false)
         }
-        return nil
+        return (nil, false)
     }
 
     /// An EBML variable-length size at `index`: its value, its length in bytes (1-8), and

@@ -24,6 +24,11 @@ public struct WatchConfiguration: Sendable {
     public static func changedWithin(_ wait: Double, modified: Double, now: Double) -> Bool {
         abs(now - modified) < wait
     }
+
+    /// A wait as the watchers say it: "6 s" under two minutes, else "10 min".
+    public static func spoken(_ seconds: Double) -> String {
+        seconds < 120 ? "\(Int(seconds.rounded())) s" : "\(Int((seconds / 60).rounded())) min"
+    }
     public var recursive = false
     public var execAfter: String?
     /// A child that reports no new frame for this long is killed and its job retried.
@@ -603,13 +608,13 @@ final class RunningJob: @unchecked Sendable {
             watcher.sayOnce(job: job.id, "changed", "'\(job.source)' changed since it was queued; it will be taken once it settles")
             return
         }
-        // A copy or download under way that paused longer than the settle time (the file is
-        // shorter than its header says): its upscale would be a part of the video, and the
-        // original moved to Originals/ half copied.
+        // A copy, download or recording under way that paused longer than the settle time
+        // (the file is shorter than its header says, or its length is left open): its upscale
+        // would be a part of the video, and the original moved to Originals/ unfinished.
         // (An .mp4/.mov cut before its index is cut short too: its child's error says more.)
         let found = ContainerLength.inspect(source)
-        if !found.lacksIndex, let cut = found.cut,
-           waitUnfinished("cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)", then: "upscaled as it is and moved to Failed/ with its part of the video", key: "cut") {
+        if !found.lacksIndex, let why = found.unfinished,
+           waitUnfinished(why, then: found.cut != nil ? "upscaled as it is and moved to Failed/ with its part of the video" : "upscaled as it is", key: "cut") {
             return
         }
         // A file looked at again for its index is said once (`waitUnfinished`), not at every look.
@@ -824,7 +829,7 @@ final class RunningJob: @unchecked Sendable {
         guard !config.once, config.unfinishedWait > 0, let file = currentFile(),
               WatchConfiguration.changedWithin(config.unfinishedWait, modified: file.modified, now: now) else { return false }
         let delay = max(2 * config.settle, 1)
-        let reason = "\(why); looked at again every \(Self.seconds(delay)) until \(Self.seconds(config.unfinishedWait)) after its last change, then \(then)"
+        let reason = "\(why); looked at again every \(WatchConfiguration.spoken(delay)) until \(WatchConfiguration.spoken(config.unfinishedWait)) after its last change, then \(then)"
         guard (try? store.resettle(claim, size: file.size, modified: file.modified, reason: reason, retryAt: now + delay, now: now)) == true else { return false }
         watcher.sayOnce(job: claim.job.id, key, "waiting for '\(claim.job.source)': \(reason)")
         return true
@@ -834,10 +839,6 @@ final class RunningJob: @unchecked Sendable {
     private func settleAgain(_ changed: (size: Int64, modified: Double)) {
         _ = try? store.resettle(claim, size: changed.size, modified: changed.modified, reason: "the file changed while queued; waiting for it to settle",
                                 retryAt: now + max(2 * config.settle, 5), now: now)
-    }
-
-    private static func seconds(_ value: Double) -> String {
-        value < 120 ? "\(Int(value.rounded())) s" : "\(Int((value / 60).rounded())) min"
     }
 
     /// The job's file as it is now, when its size or modification time is not what was queued.

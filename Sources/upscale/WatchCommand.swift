@@ -27,7 +27,7 @@ struct WatchCommand: ParsableCommand {
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
     @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
-    @Option(parsing: .unconditional, help: "Minutes after its last change that an unfinished file (a copy that paused, a recording under way: an .mp4/.mov without its index, or a file shorter than its header says) is looked at again before it goes to Failed/ or is taken as it is (0: at once; with --once always at once; with --queue an .mp4/.mov without its index is looked at again whenever it changes, and a cut-short file waits 10 minutes).")
+    @Option(parsing: .unconditional, help: "Minutes after its last change that an unfinished file (a copy that paused, a recording under way: an .mp4/.mov without its index, an .mkv/.webm whose length is left open, or a file shorter than its header says) is looked at again before it goes to Failed/ or is taken as it is (0: at once; with --once always at once; with --queue a cut-short file is submitted as it is after the wait, and an .mp4/.mov without its index is looked at again whenever it changes).")
     var unfinishedMinutes = WatchConfiguration.defaultUnfinishedWait / 60
 
     func validate() throws {
@@ -118,7 +118,8 @@ extension WatchCommand {
         }
         let parsed = try EncodeOptions.parse(settings)
         let seconds = chunking.chunkSeconds > 0 ? chunking.chunkSeconds : 1e9
-        let watcher = SharedWatcher(folder: root, store: store, queue: shared, settings: settings, settle: settle, say: say) { input, folder in
+        let watcher = SharedWatcher(folder: root, store: store, queue: shared, settings: settings, settle: settle,
+                                    unfinishedWait: unfinishedMinutes * 60, say: say) { input, folder in
             // The farm's chunks are video; a still became a one-frame HEVC movie.
             if StillImage.isStill(input) {
                 throw UpscaleError(.input, "a still image: the shared queue takes videos; upscale it with 'upscale FILE' or a folder watched without --queue")

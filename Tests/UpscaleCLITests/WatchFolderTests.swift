@@ -937,6 +937,48 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertLessThan(made, try frames(mkv))
     }
 
+    /// A Matroska recording under way leaves its Segment's size open (all ones) until it stops,
+    /// then fills it in: paused longer than the settle time (a recording paused, or written
+    /// on another machine to a shared folder, where no open writer is seen), it was upscaled
+    /// in part and moved to Originals/ while it was still being written. It is left as it is
+    /// while its length is open, and upscaled whole once the recording ends.
+    func testAPausedMatroskaRecordingIsUpscaledOnceItEnds() throws {
+        let source = CLITests.fixtures.appendingPathComponent("chunk-vfr.mkv")
+        let whole = try Data(contentsOf: source)
+        var open = [UInt8](whole)
+        // The EBML header (its ID, a one-byte size, its body), then the Segment's ID and size.
+        let segment = 5 + Int(open[4] & 0x7F)
+        XCTAssertEqual(open[4] & 0x80, 0x80, "a one-byte header size")
+        XCTAssertEqual(Array(open[segment..<(segment + 4)]), [0x18, 0x53, 0x80, 0x67])
+        let length = open[segment + 4].leadingZeroBitCount + 1
+        open[segment + 4] = UInt8(0xFF >> (length - 1))
+        for i in 1..<length { open[segment + 4 + i] = 0xFF }
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "5"] + Self.encode)
+        defer { watcher.terminate(); watcher.waitUntilExit() }
+        let recording = inbox.appendingPathComponent("recording.mkv")
+        let split = whole.count * 3 / 5
+        try Data(open.prefix(split)).write(to: recording)
+        try waitFor("the recording to be looked at") {
+            try listing().jobs.first { $0.source == "recording.mkv" }?.error?.contains("its length is left open, as a recording under way leaves it") == true
+        }
+        Thread.sleep(forTimeInterval: 2.5)
+        XCTAssertEqual(try Data(contentsOf: recording), Data(open.prefix(split)), "the recording is left as it is")
+        XCTAssertEqual(files("Originals"), [])
+        XCTAssertEqual(files("Upscaled"), [])
+        // The recording ends: the rest written, then the size filled in.
+        let handle = try FileHandle(forWritingTo: recording)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: whole.suffix(from: split))
+        try handle.seek(toOffset: 0)
+        try handle.write(contentsOf: whole.prefix(segment + 4 + length))
+        try handle.close()
+        try waitFor("the whole recording to be upscaled") { files("Originals").contains("recording.mkv") }
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/recording.mkv")), whole)
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/recording Upscaled.mkv")), try frames(source))
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1])
+    }
+
     /// Failed files whose names are too long for "<name>.error.txt" (253 bytes) get their notes
     /// under shortened names (once none was written, unsaid), and two that begin alike keep a
     /// note each (both were cut to the same 245 bytes, the second failure's note over the

@@ -256,11 +256,37 @@ final class WorkerTests: XCTestCase {
         try waitUntil("the whole copy to be submitted") { try queue().list().count == 1 }
         kill(watcher.0.processIdentifier, SIGTERM)
         let text = finish(watcher)
-        XCTAssertTrue(text.contains("waiting for 'half.mp4': it is cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes"), text)
+        XCTAssertTrue(text.contains("waiting for 'half.mp4': cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes"), text)
         XCTAssertTrue(text.contains("submitted 'half.mp4'"), text)
         let job = try XCTUnwrap(try queue().list().first)
         XCTAssertEqual(job.input, half.path)
         XCTAssertEqual(try Data(contentsOf: half), whole)
+    }
+
+    /// `--unfinished-minutes` holds for the shared queue too (it waited 10 minutes whatever
+    /// the option said): a cut-short copy that stays cut is submitted as it is once it has not
+    /// changed for that long, not before.
+    func testAWatchFolderSubmitsACutCopyAsItIsAfterItsUnfinishedWait() throws {
+        let dir = try workspace()
+        let inbox = dir.appendingPathComponent("Inbox")
+        try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+        let watcher = try start(["watch", inbox.path, "--settle", "0.3", "--chunk-seconds", "1", "--unfinished-minutes", "0.1"] + Self.exact)
+        let whole = try Data(contentsOf: Self.fixture.deletingLastPathComponent().appendingPathComponent("street-2s-faststart.mp4"))
+        let half = inbox.appendingPathComponent("half.mp4")
+        try whole.prefix(whole.count / 2).write(to: half)
+        let written = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: half.path)[.modificationDate] as? Date)
+        try waitUntil("the cut copy to be submitted as it is") { try queue().list().count == 1 }
+        let submittedAfter = Date().timeIntervalSince(written)
+        kill(watcher.0.processIdentifier, SIGTERM)
+        let text = finish(watcher)
+        // 6 s after its last change, looked at every second.
+        XCTAssertGreaterThanOrEqual(submittedAfter, 6, text)
+        XCTAssertLessThan(submittedAfter, 60, text)
+        XCTAssertTrue(text.contains("waiting for 'half.mp4': cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes"), text)
+        XCTAssertTrue(text.contains("submitted when it is whole, or as it is 6 s after its last change"), text)
+        XCTAssertTrue(text.contains("submitted 'half.mp4'"), text)
+        XCTAssertEqual(try queue().list().first?.input, half.path)
+        XCTAssertEqual(try Data(contentsOf: half), whole.prefix(whole.count / 2))
     }
 
     /// Two workers and a watch folder on one queue: files dropped into the folder become jobs,

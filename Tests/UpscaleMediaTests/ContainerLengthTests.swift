@@ -119,6 +119,16 @@ final class ContainerLengthTests: XCTestCase {
         let dir = try workspace()
         let open = try write(Data(bytes.prefix(bytes.count / 2)), "open.mkv", in: dir)
         XCTAssertNil(ContainerLength.cutShort(open))
+        // Said to be open-ended (a watch folder waits for it while it changes), whole or not.
+        let found = ContainerLength.inspect(open)
+        XCTAssertTrue(found.openEnded)
+        XCTAssertEqual(found.unfinished, "its length is left open, as a recording under way leaves it (a paused recording, or one written from another machine?)")
+        XCTAssertTrue(ContainerLength.inspect(try write(Data(bytes), "open-whole.mkv", in: dir)).openEnded)
+        for name in ["street-853x479.mkv", "street-2s-faststart.mp4"] {
+            let whole = ContainerLength.inspect(Fixtures.path(name))
+            XCTAssertFalse(whole.openEnded, name)
+            XCTAssertNil(whole.unfinished, name)
+        }
     }
 
     /// An .mp4 whose index is at the end, cut before it: no index (the error FFmpeg cannot
