@@ -56,6 +56,26 @@ func median(_ values: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
+/// A distribution-free interval for the median of `values` (order statistics, as the sign
+/// test gives it): the widest-inside pair x(k), x(n+1-k) that holds the true median with at
+/// least `confidence`, and the coverage it has; nil below 6 values at 95%, too few for any.
+func medianInterval(_ values: [Double], confidence: Double = 0.95) -> (low: Double, high: Double, coverage: Double)? {
+    let s = values.sorted(), n = s.count
+    guard n > 0 else { return nil }
+    // x(k) ≤ median ≤ x(n+1-k) but with probability 2·P(B ≤ k-1), B ~ Binomial(n, 1/2);
+    // `term` is P(B = k-1), `below` P(B ≤ k-1).
+    var term = pow(0.5, Double(n)), below = 0.0
+    var best: (Double, Double, Double)?
+    for k in 1...((n + 1) / 2) {
+        below += term
+        let coverage = 1 - 2 * below
+        guard coverage >= confidence else { break }
+        best = (s[k - 1], s[n - k], coverage)
+        term *= Double(n - (k - 1)) / Double(k)
+    }
+    return best
+}
+
 /// Resident memory of this process now, in bytes (from /proc/self/statm).
 func residentBytes() -> Int {
     guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
