@@ -36,8 +36,9 @@ public final class SharedWatcher {
     private let queue: PostgresQueue
     private let settings: [String]
     private let settler: FileSettler
-    /// How long after its last change a cut-short file waits for the rest of its bytes before
-    /// it is submitted as it is (`watch --unfinished-minutes`; 0: at once).
+    /// How long after its last change an unfinished file (cut short, or a Matroska/WebM file
+    /// whose length is left open) waits for the rest of its bytes before it is submitted as it
+    /// is (`watch --unfinished-minutes`; 0: at once).
     private let unfinishedWait: Double
     private let plan: Planner
     private let say: (String) -> Void
@@ -97,7 +98,7 @@ public final class SharedWatcher {
                     // Read once per version of the file (a fragmented .mp4 has thousands of boxes).
                     if let why = unfinishedFound[key] ?? ContainerLength.inspect(path).unfinished {
                         if unfinishedFound.updateValue(why, forKey: key) == nil {
-                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': \(why); submitted when it is whole, or as it is \(WatchConfiguration.spoken(wait)) after its last change")
+                            say("waiting for '\(URL(fileURLWithPath: path).lastPathComponent)': \(why); submitted when it is finished, or as it is \(WatchConfiguration.spoken(wait)) after its last change")
                         }
                         continue
                     }

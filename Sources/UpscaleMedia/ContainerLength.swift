@@ -27,7 +27,7 @@ public enum ContainerLength {
         /// or recording under way that paused longer than the settle time), or nil.
         public var unfinished: String? {
             if let cut { return "cut short, \(ContainerLength.describe(cut)) (a copy or download under way?)" }
-            if openEnded { return "its length is left open, as a recording under way leaves it (a paused recording, or one written from another machine?)" }
+            if openEnded { return "its length is left open, as a recording under way leaves it (paused, or written from another machine?; a browser's recording or a file written through a pipe stays so, finished)" }
             return nil
         }
     }

@@ -13,9 +13,9 @@ public struct WatchConfiguration: Sendable {
     public var once = false
     public var settle = 5.0
     /// How long after its last change an unfinished file (an .mp4/.mov without its index, a
-    /// file shorter than its header says) is looked at again rather than failed or taken as
-    /// it is: a copy that paused (a network drive, a laptop asleep) or a recording under way
-    /// ends it later. Not with `once`.
+    /// file shorter than its header says, a Matroska/WebM file whose length is left open) is
+    /// looked at again rather than failed or taken as it is: a copy that paused (a network
+    /// drive, a laptop asleep) or a recording under way ends it later. Not with `once`.
     public var unfinishedWait = WatchConfiguration.defaultUnfinishedWait
     public static let defaultUnfinishedWait = 600.0
 
@@ -25,9 +25,11 @@ public struct WatchConfiguration: Sendable {
         abs(now - modified) < wait
     }
 
-    /// A wait as the watchers say it: "6 s" under two minutes, else "10 min".
+    /// A wait as the watchers say it: "10 min" for whole minutes from two on, else "150 s"
+    /// (under a second: "0.3 s").
     public static func spoken(_ seconds: Double) -> String {
-        seconds < 120 ? "\(Int(seconds.rounded())) s" : "\(Int((seconds / 60).rounded())) min"
+        if seconds >= 120, seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60)) min" }
+        return seconds < 1 ? String(format: "%.1f s", seconds) : "\(Int(seconds.rounded())) s"
     }
     public var recursive = false
     public var execAfter: String?

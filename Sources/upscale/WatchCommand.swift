@@ -27,7 +27,7 @@ struct WatchCommand: ParsableCommand {
     @Option(help: "Shell command run after each job, with UPSCALE_INPUT, UPSCALE_OUTPUT, UPSCALE_STATE (done/failed) and UPSCALE_ERROR set.")
     var execAfter: String?
     @Option(parsing: .unconditional, help: "Minutes without a new frame before a job is killed and retried.") var stallMinutes = 10.0
-    @Option(parsing: .unconditional, help: "Minutes after its last change that an unfinished file (a copy that paused, a recording under way: an .mp4/.mov without its index, an .mkv/.webm whose length is left open, or a file shorter than its header says) is looked at again before it goes to Failed/ or is taken as it is (0: at once; with --once always at once; with --queue a cut-short file is submitted as it is after the wait, and an .mp4/.mov without its index is looked at again whenever it changes).")
+    @Option(parsing: .unconditional, help: "Minutes after its last change that an unfinished file (a copy that paused, a recording under way: an .mp4/.mov without its index, an .mkv/.webm whose length is left open, or a file shorter than its header says) is looked at again before it goes to Failed/ or is taken as it is (0: at once; with --once always at once; with --queue a cut-short or open-ended file is submitted as it is after the wait, and an .mp4/.mov without its index is looked at again whenever it changes).")
     var unfinishedMinutes = WatchConfiguration.defaultUnfinishedWait / 60
 
     func validate() throws {

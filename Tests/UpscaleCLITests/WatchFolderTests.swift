@@ -977,6 +977,23 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/recording Upscaled.mkv")), try frames(source))
         XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
         XCTAssertEqual(try listing().jobs.map(\.attempts), [1])
+        watcher.terminate()
+        watcher.waitUntilExit()
+
+        // A finished file that keeps the open length (written through a pipe, or by a
+        // browser): upscaled as it is once it has not changed for --unfinished-minutes.
+        let second = try background(["watch", inbox.path, "--settle", "0.3", "--unfinished-minutes", "0.1"] + Self.encode)
+        defer { second.terminate(); second.waitUntilExit() }
+        let piped = inbox.appendingPathComponent("piped.mkv")
+        try Data(open).write(to: piped)
+        try waitFor("the piped file to be looked at") {
+            try listing().jobs.first { $0.source == "piped.mkv" }?.error?.contains("its length is left open") == true
+        }
+        XCTAssertEqual(files("Originals"), ["recording.mkv"], "not taken before its time")
+        try waitFor("the piped file to be upscaled as it is") { files("Originals").contains("piped.mkv") }
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/piped.mkv")), Data(open))
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/piped Upscaled.mkv")), try frames(source))
+        XCTAssertEqual(files("Failed"), [])
     }
 
     /// Failed files whose names are too long for "<name>.error.txt" (253 bytes) get their notes

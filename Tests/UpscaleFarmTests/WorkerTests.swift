@@ -283,7 +283,7 @@ final class WorkerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(submittedAfter, 6, text)
         XCTAssertLessThan(submittedAfter, 60, text)
         XCTAssertTrue(text.contains("waiting for 'half.mp4': cut short, \(whole.count / 2) bytes of at least \(whole.count) bytes"), text)
-        XCTAssertTrue(text.contains("submitted when it is whole, or as it is 6 s after its last change"), text)
+        XCTAssertTrue(text.contains("submitted when it is finished, or as it is 6 s after its last change"), text)
         XCTAssertTrue(text.contains("submitted 'half.mp4'"), text)
         XCTAssertEqual(try queue().list().first?.input, half.path)
         XCTAssertEqual(try Data(contentsOf: half), whole.prefix(whole.count / 2))

@@ -122,7 +122,7 @@ final class ContainerLengthTests: XCTestCase {
         // Said to be open-ended (a watch folder waits for it while it changes), whole or not.
         let found = ContainerLength.inspect(open)
         XCTAssertTrue(found.openEnded)
-        XCTAssertEqual(found.unfinished, "its length is left open, as a recording under way leaves it (a paused recording, or one written from another machine?)")
+        XCTAssertEqual(found.unfinished, "its length is left open, as a recording under way leaves it (paused, or written from another machine?; a browser's recording or a file written through a pipe stays so, finished)")
         XCTAssertTrue(ContainerLength.inspect(try write(Data(bytes), "open-whole.mkv", in: dir)).openEnded)
         for name in ["street-853x479.mkv", "street-2s-faststart.mp4"] {
             let whole = ContainerLength.inspect(Fixtures.path(name))
