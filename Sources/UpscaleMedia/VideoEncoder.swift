@@ -87,8 +87,19 @@ final class VideoEncoder {
         guard let codec = avcodec_find_encoder_by_name(name) else {
             throw UpscaleError(.processing, "this FFmpeg build has no \(name) encoder; install one with it (Debian's ffmpeg libraries have it) or pick another --codec")
         }
-        guard let ctx = avcodec_alloc_context3(codec) else { throw UpscaleError(.processing, "out of memory") }
+        // VAAPI's device and frames first: that encoder's context alone is 8 MB, zeroed (FFmpeg
+        // 5.1 keeps H.265 parameter sets for 1024 layer sets in it), about 1,950 page faults
+        // that `auto` paid on every run where no VAAPI device opens.
+        var vaapi: UnsafeMutablePointer<AVBufferRef>?
+        if settings.codec == .hevc, name == "hevc_vaapi" {
+            vaapi = try VideoEncoder.vaapiFrames(width: width, height: height, format: tenBit ? AV_PIX_FMT_P010LE : AV_PIX_FMT_NV12)
+        }
+        guard let ctx = avcodec_alloc_context3(codec) else {
+            av_buffer_unref(&vaapi)
+            throw UpscaleError(.processing, "out of memory")
+        }
         context = ctx
+        hardwareFrames = vaapi
         frame = av_frame_alloc()
         packet = av_packet_alloc()
         fullRange = color.range == AVCOL_RANGE_JPEG
@@ -119,10 +130,8 @@ final class VideoEncoder {
             // Constant-quality rate control at the same number as x265's CRF.
             let quality = settings.crf ?? EncoderSettings.hardwareQuality
             let format = tenBit ? AV_PIX_FMT_P010LE : (name == "hevc_nvenc" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
-            if name == "hevc_vaapi" {
-                let frames = try VideoEncoder.vaapiFrames(width: width, height: height, format: format)
-                hardwareFrames = frames
-                ctx.pointee.hw_frames_ctx = av_buffer_ref(frames)
+            if let vaapi {
+                ctx.pointee.hw_frames_ctx = av_buffer_ref(vaapi)
                 ctx.pointee.pix_fmt = AV_PIX_FMT_VAAPI
                 av_opt_set(priv, "rc_mode", "CQP", 0)
                 av_opt_set(priv, "qp", String(quality), 0)
