@@ -34,10 +34,10 @@ public enum ContainerLength {
 
     /// One look at the file (one walk of an .mp4's boxes: a long fragmented recording has
     /// thousands). Nothing is found for a whole file, an MP4 box running "to the end of the
-    /// file", and formats that give no length (AVI); a Matroska Segment of unknown size is
-    /// `openEnded` (a finished file written to a pipe is too: bytes cannot tell the two apart). An MPEG transport
-    /// stream is whole packets of 188 bytes (192 in .m2ts/.mts): a copy stopped anywhere else
-    /// ends inside one, while one stopped between packets looks whole.
+    /// file", and formats that give no length (AVI). A Matroska Segment of unknown size is
+    /// `openEnded` (a finished file written to a pipe is too: bytes cannot tell the two
+    /// apart). An MPEG transport stream is whole packets of 188 bytes (192 in .m2ts/.mts): a
+    /// copy stopped anywhere else ends inside one, while one stopped between packets looks whole.
     public static func inspect(_ path: String) -> Finding {
         var finding = Finding()
         // (A named pipe would block the open, and a pipe has no length.)

@@ -90,9 +90,12 @@ final class VideoEncoder {
         // VAAPI's device and frames first: that encoder's context alone is 8 MB, zeroed (FFmpeg
         // 5.1 keeps H.265 parameter sets for 1024 layer sets in it), about 1,950 page faults
         // that `auto` paid on every run where no VAAPI device opens.
+        // Hardware HEVC's pictures in system memory: 10-bit as P010 (Main 10), else NVENC's
+        // planar 4:2:0 or QSV's and VAAPI's NV12.
+        let hardwareFormat = tenBit ? AV_PIX_FMT_P010LE : (name == "hevc_nvenc" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
         var vaapi: UnsafeMutablePointer<AVBufferRef>?
         if settings.codec == .hevc, name == "hevc_vaapi" {
-            vaapi = try VideoEncoder.vaapiFrames(width: width, height: height, format: tenBit ? AV_PIX_FMT_P010LE : AV_PIX_FMT_NV12)
+            vaapi = try VideoEncoder.vaapiFrames(width: width, height: height, format: hardwareFormat)
         }
         guard let ctx = avcodec_alloc_context3(codec) else {
             av_buffer_unref(&vaapi)
@@ -126,17 +129,16 @@ final class VideoEncoder {
         switch settings.codec {
         case .hevc where name != "libx265":
             // Hardware HEVC from system memory: NVENC and QSV take the converted picture as it
-            // is, VAAPI gets it uploaded into its device's frame pool. 10-bit as P010 (Main 10).
+            // is (`hardwareFormat`), VAAPI gets it uploaded into its device's frame pool.
             // Constant-quality rate control at the same number as x265's CRF.
             let quality = settings.crf ?? EncoderSettings.hardwareQuality
-            let format = tenBit ? AV_PIX_FMT_P010LE : (name == "hevc_nvenc" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
             if let vaapi {
                 ctx.pointee.hw_frames_ctx = av_buffer_ref(vaapi)
                 ctx.pointee.pix_fmt = AV_PIX_FMT_VAAPI
                 av_opt_set(priv, "rc_mode", "CQP", 0)
                 av_opt_set(priv, "qp", String(quality), 0)
             } else {
-                ctx.pointee.pix_fmt = format
+                ctx.pointee.pix_fmt = hardwareFormat
             }
             if tenBit { av_opt_set(priv, "profile", "main10", 0) }
             if tagHVC1 { ctx.pointee.codec_tag = upscale_fourcc(0x68, 0x76, 0x63, 0x31) } // "hvc1"
