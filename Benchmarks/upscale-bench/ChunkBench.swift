@@ -4,16 +4,19 @@ import UpscaleCore
 import UpscaleImages
 import UpscaleMedia
 
-/// Chunked against one pass, the same command otherwise: wall, CPU, output bytes, and the
-/// chunked output's PSNR against the one-pass output (luma, over every frame; infinite when
-/// identical), with one chunk worker and with two (`--jobs 2`).
+/// Chunked against one pass, the same command otherwise: wall, CPU, system time, the largest
+/// process's peak RSS, output bytes, and the chunked output's PSNR against the one-pass output
+/// (luma, over every frame; infinite when identical), with one chunk worker and with two
+/// (`--jobs 2`). `--long` is what a user's real video gets by default (10 s chunks), beside
+/// the ffmpeg command doing the same job (issue 14's peer), and in 2 s chunks to show that
+/// memory does not grow with the number of chunks.
 struct ChunkBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chunks",
-        abstract: "Chunked vs one-pass runs of the upscale command (real-photo pans and the street clip): wall, CPU, bytes, PSNR.")
+        abstract: "Chunked vs one-pass runs of the upscale command (real-photo pans and the street clip): wall, CPU, system time, peak RSS, bytes, PSNR.")
 
     @Flag(help: "Skip the 4K→7680 case.") var small = false
-    @Flag(help: "Only a 40 s 720p pan (keyframe every 2 s) in the default 10 s chunks, one worker: the bytes case.") var long = false
+    @Flag(help: "Only a 40 s 720p pan (keyframe every 2 s) in the default 10 s chunks and in 2 s chunks, one worker, beside the ffmpeg command.") var long = false
 
     func run() throws {
         guard ChildRun.available("ffmpeg") else {
@@ -30,35 +33,54 @@ struct ChunkBench: ParsableCommand {
             ("pan 1280x720 → 2560, 300 frames, ultrafast CRF 28", try makePan(work: work, name: "pan720", size: (1280, 720), frames: 300, step: 4, gop: 30), 2560, "ultrafast", 2),
         ]
         if long {
-            cases = [("pan 1280x720 → 2560, 1200 frames (40 s), medium CRF 20, 10 s chunks",
+            cases = [("pan 1280x720 → 2560, 1200 frames (40 s), medium CRF 20",
                       try makePan(work: work, name: "pan720long", size: (1280, 720), frames: 1200, step: 2, gop: 60), 2560, "medium", 10)]
         } else if !small {
             cases.append(("pan 3840x2160 → 7680, 16 frames, medium CRF 20", try makePan(work: work, name: "pan4k", size: (3840, 2160), frames: 16, step: 24, gop: 8), 7680, "medium", 8.0 / 30))
         }
-        print("| case | run | wall s | CPU s | bytes | wall vs one pass | bytes vs one pass | PSNR vs one pass (luma, min / mean) |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("| case | run | wall s | CPU s | system s | peak RSS MB | bytes | wall / system / RSS vs one pass | bytes vs one pass | PSNR vs one pass (luma, min / mean) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |")
         for (label, clip, width, preset, seconds) in cases {
-            let base = [clip, "--width", "\(width)", "--preset", preset, "--crf", preset == "ultrafast" ? "28" : "20", "--overwrite", "--quiet"]
-            var runs: [(String, [String])] = [
-                ("one pass", ["--chunk-seconds", "0"]),
-                ("chunks, 1 worker", ["--chunk-seconds", String(seconds)]),
-                ("chunks, --jobs 2", ["--chunk-seconds", String(seconds), "--jobs", "2"]),
+            let crf = preset == "ultrafast" ? "28" : "20"
+            let base = [clip, "--width", "\(width)", "--preset", preset, "--crf", crf, "--overwrite", "--quiet"]
+            var runs: [(String, String, [String])] = [
+                ("one pass", upscaleBinary(), base + ["--chunk-seconds", "0"]),
+                ("chunks, 1 worker", upscaleBinary(), base + ["--chunk-seconds", String(seconds)]),
+                ("chunks, --jobs 2", upscaleBinary(), base + ["--chunk-seconds", String(seconds), "--jobs", "2"]),
             ]
-            if long { runs.removeLast() }
-            var reference: (wall: Double, bytes: Int, path: String)?
-            for (name, extra) in runs {
+            if long {
+                runs[2] = ("2 s chunks, 1 worker", upscaleBinary(), base + ["--chunk-seconds", "2"])
+                runs.append(("the ffmpeg command", "ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", clip, "-vf", "scale=\(width):-2:flags=lanczos",
+                                                             "-c:v", "libx265", "-preset", preset, "-crf", crf, "-tag:v", "hvc1",
+                                                             "-x265-params", "log-level=error", "-c:a", "copy"]))
+            }
+            var reference: (wall: Double, system: Double, rss: Int, bytes: Int, path: String)?
+            var measured: [(String, ChildRun)] = []
+            for (name, executable, arguments) in runs {
                 let out = work + "/\(name.filter(\.isLetter)).mp4"
-                let r = try ChildRun.run(upscaleBinary(), base + extra + ["--output", out])
+                let r = try ChildRun.run(executable, arguments + (executable == "ffmpeg" ? [out] : ["--output", out]))
                 guard r.status == 0 else { throw ValidationError("\(name) failed (\(r.status))") }
                 let bytes = (try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0
+                measured.append((name, r))
                 var psnr = "—"
-                if let ref = reference {
+                if let ref = reference, executable != "ffmpeg" {
                     let (low, mean) = try lumaPSNR(ref.path, out)
                     psnr = String(format: "%.1f / %.1f dB", low, mean)
                 }
-                let ratios = reference.map { String(format: "%.3f | %.4f", r.seconds / $0.wall, Double(bytes) / Double($0.bytes)) } ?? "— | —"
-                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %d", r.seconds, r.user + r.system, bytes) + " | \(ratios) | \(psnr) |")
-                if reference == nil { reference = (r.seconds, bytes, out) }
+                let ratios = reference.map {
+                    String(format: "%.3f / %.2f / %.2f | %.4f", r.seconds / $0.wall, r.system / $0.system, Double(r.peakLargest) / Double($0.rss),
+                           Double(bytes) / Double($0.bytes))
+                } ?? "— | —"
+                print("| \(label) | \(name) | " + String(format: "%.2f | %.2f | %.2f | %.0f | %d", r.seconds, r.user + r.system, r.system,
+                                                        Double(r.peakLargest) / 1e6, bytes) + " | \(ratios) | \(psnr) |")
+                if reference == nil { reference = (r.seconds, r.system, r.peakLargest, bytes, out) }
+            }
+            if let (_, peer) = measured.last, runs.last?.1 == "ffmpeg" {
+                print("")
+                for (name, r) in measured.dropLast() {
+                    print(String(format: "\(label), \(name) vs the ffmpeg command: wall %.3f, system %.2f, peak RSS %.3f",
+                                 r.seconds / peer.seconds, r.system / peer.system, Double(r.peakLargest) / Double(peer.peakLargest)))
+                }
             }
         }
     }

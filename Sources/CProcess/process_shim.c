@@ -15,6 +15,29 @@ int upscale_spawn_close_from(void *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, lowest);
 }
 
+#include <malloc.h>
+
+int upscale_single_malloc_arena(void) {
+    return mallopt(M_ARENA_MAX, 1);
+}
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int upscale_malloc_arena_count(void) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    if (out == NULL) return -1;
+    int failed = malloc_info(0, out);
+    fclose(out);
+    int count = 0;
+    for (const char *p = text; !failed && p != NULL && (p = strstr(p, "<heap nr=")) != NULL; p++) count++;
+    free(text);
+    return failed ? -1 : count;
+}
+
 #include <sys/vfs.h>
 
 long upscale_filesystem_type(const char *path) {

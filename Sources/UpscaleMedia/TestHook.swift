@@ -21,6 +21,8 @@ public enum TestHook: Equatable, Sendable {
     /// A job pauses this many seconds (for good, if nil) after its last look for a stop, as its
     /// finished output is about to be placed: a child that outlives its killed watcher.
     case pauseBeforePlacing(seconds: Double?)
+    /// A job that succeeded says on stderr how many malloc arenas its process made.
+    case reportMallocArenas
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
     /// input, contains that text: one file of a batch can crash while the others run.
@@ -43,6 +45,7 @@ public enum TestHook: Equatable, Sendable {
         case "worker-dies-after-join": return .crashAfterJoin
         case "interrupt-at-join": return .interruptAtJoin
         case "stall-after-join": return .stallAfterJoin
+        case "malloc-arenas": return .reportMallocArenas
         case "pause-before-placing": return .pauseBeforePlacing(seconds: parts.count > 1 ? Double(parts[1]) : nil)
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)

@@ -1,6 +1,29 @@
 import CProcess
 import Foundation
 
+/// How this process takes memory from the C library, set once at start.
+public enum ProcessMemory {
+    /// One malloc arena for the whole process, set before any thread exists. A chunked run
+    /// (and a farm worker, chunk after chunk) makes a new decoder, pipeline threads and x265
+    /// encoder with its thread pool for each chunk. With glibc's arenas per thread, what one
+    /// chunk freed was not reused by the next (a chunked run of the test clip ended with 14
+    /// arenas), and peak memory grew with the number of chunks: a 30 s 720p pan → 2560
+    /// (ultrafast, 1 s keyframes) peaked at 509 MB in one piece, 751 MB in 10 s chunks,
+    /// 1,016 MB in 5 s and 1,331 MB in 1 s chunks, with 2.7x / 4.3x / 14x the minor faults of
+    /// one piece and 3x / 5x / 12x its system time. With one arena: 530 MB in 10 s chunks and
+    /// 553 MB in 1 s chunks; one piece is unchanged. A limit the user set
+    /// (`MALLOC_ARENA_MAX`, or `arena_max` in `GLIBC_TUNABLES`) is left as it is.
+    @discardableResult
+    public static func useOneArena() -> Bool {
+        let env = ProcessInfo.processInfo.environment
+        if env["MALLOC_ARENA_MAX"] != nil || env["GLIBC_TUNABLES"]?.contains("arena_max") == true { return false }
+        return upscale_single_malloc_arena() == 1
+    }
+
+    /// The malloc arenas this process has made so far (-1 where glibc cannot say).
+    public static var arenas: Int { Int(upscale_malloc_arena_count()) }
+}
+
 /// One job in a child process: the same binary, started with arguments that make it run
 /// a single file and report on a pipe (file descriptor 3) instead of drawing on the
 /// terminal. A crash inside a C library (a libav* assertion, a segfault on damaged data)

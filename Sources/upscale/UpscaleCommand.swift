@@ -341,6 +341,7 @@ struct UpscaleCommand: ParsableCommand {
                 reporter.send(JobReport.output(path: summary.output, width: job.width, height: job.height).line)
             }
             reporter.send(JobReport.summary(frames: summary.frames, text: summaryLine(summary, job: job, reusedFrames: reusedFrames)).line)
+            if TestHook.current == .reportMallocArenas { writeStandardError("test hook: \(ProcessMemory.arenas) malloc arenas\n") }
         } catch var error as UpscaleError {
             if let writer, error.message.contains(UpscaleError.missingIndex) {
                 // A recording under way: its index comes when it stops (the advice was a repair tool).
@@ -422,6 +423,10 @@ struct FolderCommands: ParsableCommand {
 @main
 enum Main {
     static func main() {
+        // Before any thread (see `ProcessMemory.useOneArena`): every command that runs jobs or
+        // chunks. The dashboard, a web server whose event loops allocate on each request,
+        // keeps glibc's per-thread arenas.
+        if CommandLine.arguments.dropFirst().first != "dashboard" { ProcessMemory.useOneArena() }
         // A reader of the output that goes away (`| head -1`, a log tailer that ends) must not
         // end the run: a write to it fails, and the work goes on. SIGPIPE killed the command
         // at its next progress line (exit 141, no word), and the job with it.

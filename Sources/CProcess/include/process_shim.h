@@ -40,4 +40,12 @@ int upscale_spawn_close_from(void *actions, int lowest);
 
 /// The filesystem type number (statfs f_type) of `path`, or -1.
 long upscale_filesystem_type(const char *path);
+
+/// Limits glibc's malloc to one arena (`mallopt(M_ARENA_MAX, 1)`; malloc.h is not part of
+/// Swift's Glibc module). Call it before a second thread exists. Returns 1, or 0 where
+/// malloc refused it.
+int upscale_single_malloc_arena(void);
+
+/// The number of malloc arenas this process has made (the heaps `malloc_info` lists), or -1.
+int upscale_malloc_arena_count(void);
 #endif
