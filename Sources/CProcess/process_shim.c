@@ -21,6 +21,16 @@ int upscale_single_malloc_arena(void) {
     return mallopt(M_ARENA_MAX, 1);
 }
 
+int upscale_keep_freed_memory(void) {
+    int threshold = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    int trim = mallopt(M_TRIM_THRESHOLD, -1);
+    return threshold == 1 && trim == 1;
+}
+
+void upscale_release_free_memory(void) {
+    malloc_trim(0);
+}
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -116,6 +116,8 @@ public final class FarmWorker: @unchecked Sendable {
         try queue.listen { [self] payload in
             if payload == PostgresQueue.cancelPayload { nudgeHeartbeats() } else { wake.signal() }
         }
+        // Chunk after chunk: each encoder takes the memory the last one freed (`ProcessMemory`).
+        ProcessMemory.keepFreedMemory()
         let group = DispatchGroup()
         let failure = FirstError()
         for slot in 0..<slots {
@@ -155,6 +157,8 @@ public final class FarmWorker: @unchecked Sendable {
 
     private func loop(slot: Int, once: Bool, stop: CancellationFlag) throws {
         let owner = "\(name)/\(slot)"
+        // Whether this slot has found nothing to do since its last task.
+        var idle = false
         while !stop.isCancelled {
             if Date().timeIntervalSince(lastRescue) > lease / 2 {
                 lastRescue = Date()
@@ -176,9 +180,13 @@ public final class FarmWorker: @unchecked Sendable {
                 // Idle, and alive: a worker that reported only while working showed as stale,
                 // still on its last task.
                 try? queue.reportWorker(name: owner, fps: nil, current: nil)
+                // Out of work: the last task's memory goes back to the machine, once.
+                if !idle { ProcessMemory.releaseFreeMemory() }
+                idle = true
                 _ = wake.wait(timeout: .now() + (once ? 0.5 : Self.idlePoll))
                 continue
             }
+            idle = false
             try perform(task, owner: owner, stop: stop)
         }
     }

@@ -303,6 +303,8 @@ public final class ChunkedJob {
                                started: started, progress: progress)
 
         let longest = all.map(\.range.frames).max() ?? 1
+        // Each chunk's encoder takes the memory the last one freed (see `ProcessMemory`).
+        ProcessMemory.keepFreedMemory()
         // Encode the rest, `workers` at a time, each with its share of the threads.
         let failure = FirstError()
         let stop = CancellationFlag()

@@ -116,6 +116,26 @@ final class ChunkedRunTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(dir.appendingPathComponent("out.mp4").path, stream: 0).count, 60)
     }
 
+    /// Chunk after chunk, each chunk's encoder takes the memory the last one freed: it went
+    /// back to the kernel and every page was touched anew (a fault and a zeroed page each; a 40 s
+    /// 720p pan in 10 s chunks: 321k faults against 203k now, one piece 188k). A chunked run's
+    /// job makes about as many page faults as one piece (measured on this clip: 1.04x, and
+    /// 2.3x before).
+    func testEachChunkReusesTheMemoryTheLastOneFreed() throws {
+        let dir = try workspace()
+        func faults(chunkSeconds: String) throws -> Int {
+            var before = rusage(), after = rusage()
+            getrusage(RUSAGE_CHILDREN.rawValue, &before)
+            let result = try run([source, "--scale", "4", "--preset", "ultrafast", "--no-refine", "--chunk-seconds", chunkSeconds,
+                                  "-o", "out-\(chunkSeconds).mp4"], in: dir)
+            getrusage(RUSAGE_CHILDREN.rawValue, &after)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            return after.ru_minflt - before.ru_minflt
+        }
+        let whole = try faults(chunkSeconds: "0"), chunked = try faults(chunkSeconds: "1")
+        XCTAssertLessThan(Double(chunked), 1.3 * Double(whole), "page faults: \(chunked) in chunks, \(whole) in one piece")
+    }
+
     /// `kill -9` of the parent and its job child mid-run, as a power cut would: the same
     /// command continues from the chunks on disk, redoes only the one in flight, and the
     /// result decodes to the one-pass pictures bit for bit.

@@ -46,6 +46,14 @@ long upscale_filesystem_type(const char *path);
 /// malloc refused it.
 int upscale_single_malloc_arena(void);
 
+/// Keeps what malloc frees for the next allocation instead of giving it back to the kernel:
+/// blocks under 32 MB (glibc's largest mmap threshold) come from the heap, whose top is never
+/// trimmed (`M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` -1). Returns 1, or 0 where malloc refused.
+int upscale_keep_freed_memory(void);
+
+/// Gives the heap's free pages back to the kernel (`malloc_trim(0)`).
+void upscale_release_free_memory(void);
+
 /// The number of malloc arenas this process has made (the heaps `malloc_info` lists), or -1.
 int upscale_malloc_arena_count(void);
 #endif
