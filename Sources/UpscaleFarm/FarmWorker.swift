@@ -58,6 +58,10 @@ public final class FarmWorker: @unchecked Sendable {
         return leftForEncoder.filter { $0.value.until > Date() }.mapValues(\.encoder)
     }
     private var pausedWork = false
+    /// Slots running a task, and whether the heap's free pages went back since the last one
+    /// ended (under `statsLock`).
+    private var busySlots = 0
+    private var trimmedSinceWork = true
 
     /// `once`: whether the worker stopped with work left on a paused queue (it waited, silent,
     /// for good: a script's `worker --once` hung).
@@ -116,8 +120,6 @@ public final class FarmWorker: @unchecked Sendable {
         try queue.listen { [self] payload in
             if payload == PostgresQueue.cancelPayload { nudgeHeartbeats() } else { wake.signal() }
         }
-        // Chunk after chunk: each encoder takes the memory the last one freed (`ProcessMemory`).
-        ProcessMemory.keepFreedMemory()
         let group = DispatchGroup()
         let failure = FirstError()
         for slot in 0..<slots {
@@ -157,8 +159,6 @@ public final class FarmWorker: @unchecked Sendable {
 
     private func loop(slot: Int, once: Bool, stop: CancellationFlag) throws {
         let owner = "\(name)/\(slot)"
-        // Whether this slot has found nothing to do since its last task.
-        var idle = false
         while !stop.isCancelled {
             if Date().timeIntervalSince(lastRescue) > lease / 2 {
                 lastRescue = Date()
@@ -180,13 +180,18 @@ public final class FarmWorker: @unchecked Sendable {
                 // Idle, and alive: a worker that reported only while working showed as stale,
                 // still on its last task.
                 try? queue.reportWorker(name: owner, fps: nil, current: nil)
-                // Out of work: the last task's memory goes back to the machine, once.
-                if !idle { ProcessMemory.releaseFreeMemory() }
-                idle = true
+                // Out of work on every slot: the last tasks' memory goes back to the machine,
+                // once (the worker keeps what an encoder frees for the next, see `ProcessMemory`).
+                statsLock.lock()
+                let trim = busySlots == 0 && !trimmedSinceWork
+                if trim { trimmedSinceWork = true }
+                statsLock.unlock()
+                if trim { ProcessMemory.releaseFreeMemory() }
                 _ = wake.wait(timeout: .now() + (once ? 0.5 : Self.idlePoll))
                 continue
             }
-            idle = false
+            count { _ in busySlots += 1; trimmedSinceWork = false }
+            defer { count { _ in busySlots -= 1 } }
             try perform(task, owner: owner, stop: stop)
         }
     }

@@ -17,23 +17,29 @@ public enum ProcessMemory {
     public static func useOneArena() -> Bool {
         let env = ProcessInfo.processInfo.environment
         if env["MALLOC_ARENA_MAX"] != nil || env["GLIBC_TUNABLES"]?.contains("arena_max") == true { return false }
-        return upscale_single_malloc_arena() == 1
+        oneArena = upscale_single_malloc_arena() == 1
+        return oneArena
     }
+
+    /// Whether `useOneArena` took effect: set once at start, before any thread, read after.
+    nonisolated(unsafe) private static var oneArena = false
 
     /// For runs of chunk after chunk (a chunked job, a farm worker): what one chunk's encoder
     /// frees stays in the heap for the next one's, instead of going back to the kernel and being
-    /// touched anew (a fault and a zeroed page each). Blocks under 32 MB (glibc's largest mmap
-    /// threshold) come from the heap, whose top is no longer trimmed. A 40 s 720p pan → 2560,
-    /// medium CRF 20, in 10 s chunks, with one arena: 321k → 203k minor faults, system time
-    /// 1.18 → 0.84 s, peak RSS 839 → 840 MB (one piece: 188k, 0.92 s, 764 MB). Not for one
-    /// piece, which frees nothing big before it ends (there it cost 9 MB of RSS). A setting the
-    /// user made (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or either in
-    /// `GLIBC_TUNABLES`) is left as it is.
+    /// touched anew (a fault and a zeroed page each). Blocks under 32 MB (the ceiling of glibc's
+    /// own sliding mmap threshold) come from the heap, whose top is no longer trimmed. A 40 s
+    /// 720p pan → 2560, medium CRF 20, in 10 s chunks, with one arena: 321k–338k → 203k–209k
+    /// minor faults, system time 1.18–1.37 → 0.84–1.11 s, peak RSS 821–839 → 837–850 MB (one
+    /// piece: 188k, 0.92–0.97 s, 764 MB). Not for one piece, which frees nothing big before it
+    /// ends (there it cost 9 MB of RSS). Only with one arena (`useOneArena`): with several, a
+    /// heap that is never trimmed is the growth one arena ended. A setting the user made
+    /// (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or either in `GLIBC_TUNABLES`) is
+    /// left as it is.
     @discardableResult
     public static func keepFreedMemory() -> Bool {
         let env = ProcessInfo.processInfo.environment
         let tunables = env["GLIBC_TUNABLES"] ?? ""
-        if env["MALLOC_MMAP_THRESHOLD_"] != nil || env["MALLOC_TRIM_THRESHOLD_"] != nil
+        if !oneArena || env["MALLOC_MMAP_THRESHOLD_"] != nil || env["MALLOC_TRIM_THRESHOLD_"] != nil
             || tunables.contains("mmap_threshold") || tunables.contains("trim_threshold") { return false }
         return upscale_keep_freed_memory() == 1
     }

@@ -1169,7 +1169,11 @@ final class CLITests: XCTestCase {
         print("interrupt to exit: \(String(format: "%.2f", took)) s")
         XCTAssertEqual(process.terminationStatus, 130, text)
         XCTAssertLessThan(took, 3, text)
-        XCTAssertTrue(text.hasSuffix("error: cancelled; '\(dir.appendingPathComponent("street-2s Upscaled.mp4").path)' was not written\n"), text)
+        // Ended after the grace second, the parent names the file; a job that was already past
+        // the look-ahead (a picture out every second or so: one CI run on a fresh clone got
+        // there first) stops by itself at the next picture and says nothing was written.
+        let named = "error: cancelled; '\(dir.appendingPathComponent("street-2s Upscaled.mp4").path)' was not written\n"
+        XCTAssertTrue(text.hasSuffix(named) || text.hasSuffix("error: cancelled; no output was written\n"), text)
         XCTAssertEqual(listing(dir), ["street-2s.mp4"])
     }
 

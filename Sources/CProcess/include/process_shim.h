@@ -47,7 +47,7 @@ long upscale_filesystem_type(const char *path);
 int upscale_single_malloc_arena(void);
 
 /// Keeps what malloc frees for the next allocation instead of giving it back to the kernel:
-/// blocks under 32 MB (glibc's largest mmap threshold) come from the heap, whose top is never
+/// blocks under 32 MB (the ceiling of glibc's sliding mmap threshold) come from the heap, whose top is never
 /// trimmed (`M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` -1). Returns 1, or 0 where malloc refused.
 int upscale_keep_freed_memory(void);
 
