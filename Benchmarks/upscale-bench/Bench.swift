@@ -44,6 +44,14 @@ func fixturesFolder() -> URL {
 }
 
 /// The real photos committed in Tests/Fixtures.
+/// Arguments of the ffmpeg command a user runs for the same job (the end-to-end peer): Lanczos
+/// to `width`, libx265 at `preset` and `crf`, tagged hvc1, audio copied; `x265` is appended to
+/// its x265 parameters.
+func ffmpegPeerArguments(input: String, width: Int, preset: String, crf: String, output: String, x265: String = "") -> [String] {
+    ["-nostdin", "-v", "error", "-y", "-i", input, "-vf", "scale=\(width):-2:flags=lanczos", "-c:v", "libx265",
+     "-preset", preset, "-crf", crf, "-tag:v", "hvc1", "-x265-params", "log-level=error" + x265, "-c:a", "copy", output]
+}
+
 func fixturePhotos() -> [String] {
     let dir = fixturesFolder()
     let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []

@@ -50,20 +50,20 @@ struct ChunkBench: ParsableCommand {
             ]
             if long {
                 runs[2] = ("2 s chunks, 1 worker", upscaleBinary(), base + ["--chunk-seconds", "2"])
-                runs.append(("the ffmpeg command", "ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", clip, "-vf", "scale=\(width):-2:flags=lanczos",
-                                                             "-c:v", "libx265", "-preset", preset, "-crf", crf, "-tag:v", "hvc1",
-                                                             "-x265-params", "log-level=error", "-c:a", "copy"]))
+                runs.append(("the ffmpeg command", "ffmpeg", ffmpegPeerArguments(input: clip, width: width, preset: preset, crf: crf,
+                                                                                   output: work + "/ffmpeg.mp4")))
             }
             var reference: (wall: Double, system: Double, rss: Int, bytes: Int, path: String)?
             var measured: [(String, ChildRun)] = []
             for (name, executable, arguments) in runs {
-                let out = work + "/\(name.filter(\.isLetter)).mp4"
-                let r = try ChildRun.run(executable, arguments + (executable == "ffmpeg" ? [out] : ["--output", out]))
+                let peer = executable == "ffmpeg"
+                let out = peer ? work + "/ffmpeg.mp4" : work + "/\(name.filter(\.isLetter)).mp4"
+                let r = try ChildRun.run(executable, peer ? arguments : arguments + ["--output", out])
                 guard r.status == 0 else { throw ValidationError("\(name) failed (\(r.status))") }
                 let bytes = (try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0
                 measured.append((name, r))
                 var psnr = "—"
-                if let ref = reference, executable != "ffmpeg" {
+                if let ref = reference, !peer {
                     let (low, mean) = try lumaPSNR(ref.path, out)
                     psnr = String(format: "%.1f / %.1f dB", low, mean)
                 }
@@ -75,7 +75,7 @@ struct ChunkBench: ParsableCommand {
                                                         Double(r.peakLargest) / 1e6, bytes) + " | \(ratios) | \(psnr) |")
                 if reference == nil { reference = (r.seconds, r.system, r.peakLargest, bytes, out) }
             }
-            if let (_, peer) = measured.last, runs.last?.1 == "ffmpeg" {
+            if long, let (_, peer) = measured.last {
                 print("")
                 for (name, r) in measured.dropLast() {
                     print(String(format: "\(label), \(name) vs the ffmpeg command: wall %.3f, system %.2f, peak RSS %.3f",

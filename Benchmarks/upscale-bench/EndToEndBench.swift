@@ -63,9 +63,7 @@ struct EndToEndBench: ParsableCommand {
         let commands: [(String, String, [String])] = [
             ("upscale", upscaleBinary(), [source, "--width", "\(size.width)", "--preset", preset, "--crf", "\(crf)",
                                           "--output", ours, "--overwrite", "--quiet"]),
-            ("ffmpeg", "ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", source, "-vf", "scale=\(size.width):-2:flags=lanczos",
-                                  "-c:v", "libx265", "-preset", preset, "-crf", "\(crf)", "-tag:v", "hvc1",
-                                  "-x265-params", "log-level=error", "-c:a", "copy", theirs]),
+            ("ffmpeg", "ffmpeg", ffmpegPeerArguments(input: source, width: size.width, preset: preset, crf: "\(crf)", output: theirs)),
         ]
         var walls: [String: [Double]] = [:], rss: [String: Int] = [:]
         for _ in 0..<runs {

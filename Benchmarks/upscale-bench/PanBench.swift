@@ -44,10 +44,7 @@ struct PanBench: ParsableCommand {
             let ours = [clip, "--width", "\(width)", "--preset", preset, "--crf", "\(crf)", "--output", out, "--overwrite", "--quiet"]
             var tools: [(String, String, [String])] = [("upscale", upscaleBinary(), ours), ("upscale --no-refine", upscaleBinary(), ours + ["--no-refine"])]
             if let baseline { tools += [("baseline", baseline, ours), ("baseline --no-refine", baseline, ours + ["--no-refine"])] }
-            let ffmpeg = { (x265: String) in
-                ["-nostdin", "-v", "error", "-y", "-i", clip, "-vf", "scale=\(width):-2:flags=lanczos", "-c:v", "libx265",
-                 "-preset", preset, "-crf", "\(crf)", "-tag:v", "hvc1", "-x265-params", "log-level=error" + x265, "-c:a", "copy", out]
-            }
+            let ffmpeg = { (x265: String) in ffmpegPeerArguments(input: clip, width: width, preset: preset, crf: "\(crf)", output: out, x265: x265) }
             // The second ffmpeg line gives x265 the frame threads upscale gives it on 2-3 cores
             // (x265's own choice there is 1): how much of a difference is the encoder's threading.
             tools += [("ffmpeg", "ffmpeg", ffmpeg("")), ("ffmpeg, x265 as upscale sets it", "ffmpeg", ffmpeg(X265Threading.parameters()))]

@@ -190,8 +190,15 @@ public final class FarmWorker: @unchecked Sendable {
                 _ = wake.wait(timeout: .now() + (once ? 0.5 : Self.idlePoll))
                 continue
             }
-            count { _ in busySlots += 1; trimmedSinceWork = false }
-            defer { count { _ in busySlots -= 1 } }
+            statsLock.lock()
+            busySlots += 1
+            trimmedSinceWork = false
+            statsLock.unlock()
+            defer {
+                statsLock.lock()
+                busySlots -= 1
+                statsLock.unlock()
+            }
             try perform(task, owner: owner, stop: stop)
         }
     }

@@ -426,10 +426,11 @@ enum Main {
         // Before any thread (see `ProcessMemory.useOneArena`): every command that runs jobs or
         // chunks. The dashboard, a web server whose event loops allocate on each request,
         // keeps glibc's per-thread arenas.
-        if CommandLine.arguments.dropFirst().first != "dashboard" { ProcessMemory.useOneArena() }
+        let command = CommandLine.arguments.dropFirst().first
+        if command != "dashboard" { ProcessMemory.useOneArena() }
         // A farm worker runs chunk after chunk for as long as it runs (a chunked job sets the
         // same when it starts).
-        if CommandLine.arguments.dropFirst().first == "worker" { ProcessMemory.keepFreedMemory() }
+        if command == "worker" { ProcessMemory.keepFreedMemory() }
         // A reader of the output that goes away (`| head -1`, a log tailer that ends) must not
         // end the run: a write to it fails, and the work goes on. SIGPIPE killed the command
         // at its next progress line (exit 141, no word), and the job with it.
