@@ -716,6 +716,7 @@ final class RunningJob: @unchecked Sendable {
             }
         }
         lock.withLock { child = nil }
+        if case .pauseBeforeRecording(let wait)? = TestHook.current, !cancelled { usleep(UInt32(wait * 1_000_000)) }
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
         // A child that died left its temporary file; remove it (the next run would too).
@@ -783,7 +784,16 @@ final class RunningJob: @unchecked Sendable {
                                  lease: config.lease, now: now)
         try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
         guard (try? store.setOutput(claim, output: relativeOutput)) == true,
-              (try? store.markFinishing(claim, now: now)) == true else { return }
+              (try? store.markFinishing(claim, now: now)) == true else {
+            // Cancelled after the child's last look for a stop and before this claim was
+            // marked finishing (it placed its output and exited 0 within the quarter second
+            // between the loop's checks): a cancelled job leaves no output and no chunks.
+            if (try? store.job(id: job.id))??.state == .cancelled {
+                QueueActions.removeChunks(of: planned.path)
+                unlink(planned.path)
+            }
+            return
+        }
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }
         // Replaced while it was upscaled (saved under a temporary name, then renamed over it, as
         // rsync and editors do): the job read the version queued to the end, and the new one was

@@ -451,6 +451,29 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), [])
     }
 
+    /// A cancel that reaches the store after the job's child placed its output and exited, before
+    /// the watcher recorded it (the hook holds the watcher there for 3 s): the job is cancelled,
+    /// so its output goes and its file stays where it was. Before this was handled, the output
+    /// stayed beside a job shown as cancelled (seen once in CI, on a chunked job).
+    func testACancelAfterTheOutputIsPlacedLeavesNoOutput() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "watcher-pauses-recording:3"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the output to be placed") { files("Upscaled") == ["a Upscaled.mp4"] }
+        XCTAssertEqual(try listing().jobs.first?.state, "running")
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "a.mp4"]).status, 0)
+        try waitFor("the output to go", timeout: 10) { files("Upscaled").isEmpty }
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertEqual(try listing().jobs.first?.state, "cancelled")
+        XCTAssertTrue(files("").contains("a.mp4"), "the original stays where it was")
+        XCTAssertEqual(files("Originals"), [])
+    }
+
     /// The same when its watcher was killed: the job shows "interrupted", and a cancel then
     /// left its chunks for good (only a running watcher removed them).
     func testCancelledInterruptedJobLeavesNoChunksBehind() throws {
