@@ -459,7 +459,7 @@ public final class FarmWorker: @unchecked Sendable {
             _ = try Transcoder(job: check, logger: logger).join(chunks: paths, cancel: cancel)
             if Self.samePackets(check.output, job.output) {
                 logger.notice("'\(job.output)' is the output of this job's join, whose worker stopped before recording it; recorded as done")
-                return try markJoined(task, work: work)
+                return try markJoined(task, work: work, output: job.output)
             }
             // Failed at once, with what can be done here: it failed three times, each after a
             // trial join, saying "use --overwrite", which a queued job cannot take.
@@ -467,7 +467,8 @@ public final class FarmWorker: @unchecked Sendable {
         }
         _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
-        return try markJoined(task, work: work)
+        if case .pauseBeforeRecording(let wait)? = TestHook.current { usleep(UInt32(wait * 1_000_000)) }
+        return try markJoined(task, work: work, output: job.output)
     }
 
     /// Whether two files hold the same streams with the same packets (their containers may
@@ -482,10 +483,18 @@ public final class FarmWorker: @unchecked Sendable {
     }
 
     /// The join's end: marked done (and its work folder removed) while its claim holds.
-    private func markJoined(_ task: FarmTask, work: String) throws -> Bool {
+    private func markJoined(_ task: FarmTask, work: String, output: String) throws -> Bool {
         switch try queue.complete(task, checksum: 0, seconds: 0) {
         case .done:
             try? FileManager.default.removeItem(atPath: work)
+        case .stale where (try? queue.job(id: task.jobID))??.state == "cancelled":
+            // Cancelled after the join's last look for a stop, before it was recorded: a
+            // cancelled job leaves no output. Its chunks stay for a `queue retry`, as those of
+            // a job cancelled earlier do.
+            unlink(output)
+            count { $0.discarded += 1 }
+            logger.notice("job \(task.jobID) was cancelled as its join ended; removed its output '\(output)'")
+            return false
         case .stale, .otherEncoder:
             // Another worker took the join over; its output is as good as this one.
             count { $0.discarded += 1 }

@@ -23,8 +23,9 @@ public enum TestHook: Equatable, Sendable {
     case pauseBeforePlacing(seconds: Double?)
     /// A job that succeeded says on stderr how many malloc arenas its process made.
     case reportMallocArenas
-    /// The watcher waits this many seconds after a job's child exited, before it records the
-    /// result: a cancel that arrives once the output is placed.
+    /// The watcher waits this many seconds after a job's child exited, and a farm worker after
+    /// its join put the output in place, before the result is recorded: a cancel that arrives
+    /// once the output is placed.
     case pauseBeforeRecording(seconds: Double)
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
@@ -49,7 +50,7 @@ public enum TestHook: Equatable, Sendable {
         case "interrupt-at-join": return .interruptAtJoin
         case "stall-after-join": return .stallAfterJoin
         case "malloc-arenas": return .reportMallocArenas
-        case "watcher-pauses-recording": return .pauseBeforeRecording(seconds: parts.count > 1 ? Double(parts[1]) ?? 2 : 2)
+        case "pause-before-recording": return .pauseBeforeRecording(seconds: parts.count > 1 ? Double(parts[1]) ?? 2 : 2)
         case "pause-before-placing": return .pauseBeforePlacing(seconds: parts.count > 1 ? Double(parts[1]) : nil)
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)

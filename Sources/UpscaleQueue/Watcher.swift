@@ -725,13 +725,12 @@ final class RunningJob: @unchecked Sendable {
         if cancelled {
             // Kept for resuming after a stop; a cancelled job will not resume. (A claim lost to
             // an expired lease, after a sleep, is not a cancel: its chunks are the next run's.)
-            if let planned, (try? store.job(id: job.id))??.state == .cancelled {
-                QueueActions.removeChunks(of: planned.path)
-                // A job that wrote its output just before the cancel reached it (its last chunk
-                // and join within the quarter second between checks): a cancelled job leaves
-                // no output, as it leaves no chunks; its file stays in the folder.
-                if outcome == .exited(0) { unlink(planned.path) }
-            }
+            if let planned, (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
+            // A job that wrote its output just before the stop reached it (its last chunk and
+            // join within the quarter second between checks) leaves none: cancelled, its file
+            // stays in the folder; cancelled and retried at once, or taken over, the job's
+            // next run makes the one output.
+            if let planned, outcome == .exited(0) { unlink(planned.path) }
             return
         }
         // A job that was done when the stop reached it (past its last look for a stop, it
@@ -785,11 +784,12 @@ final class RunningJob: @unchecked Sendable {
         try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
         guard (try? store.setOutput(claim, output: relativeOutput)) == true,
               (try? store.markFinishing(claim, now: now)) == true else {
-            // Cancelled after the child's last look for a stop and before this claim was
-            // marked finishing (it placed its output and exited 0 within the quarter second
-            // between the loop's checks): a cancelled job leaves no output and no chunks.
-            if (try? store.job(id: job.id))??.state == .cancelled {
-                QueueActions.removeChunks(of: planned.path)
+            // The claim went after the child's last look for a stop and before it was marked
+            // finishing (the child placed its output and exited 0 within the quarter second
+            // between the loop's checks): as above, the output goes; a cancelled job's chunks
+            // too. (Only once the claim is seen gone: not on a failed write to the store.)
+            if (try? store.holds(claim)) == false {
+                if (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
                 unlink(planned.path)
             }
             return

@@ -458,7 +458,7 @@ final class WatchFolderTests: XCTestCase {
     func testACancelAfterTheOutputIsPlacedLeavesNoOutput() throws {
         try drop(Self.clip, as: "a.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
-                                     environment: ["UPSCALE_TEST_HOOK": "watcher-pauses-recording:3"])
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:3"])
         defer {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()
@@ -472,6 +472,25 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try listing().jobs.first?.state, "cancelled")
         XCTAssertTrue(files("").contains("a.mp4"), "the original stays where it was")
         XCTAssertEqual(files("Originals"), [])
+    }
+
+    /// The same cancel followed at once by a retry: the job runs again and makes the one output
+    /// (the first run's stayed beside it, and the retried run's was numbered).
+    func testACancelAndRetryAfterTheOutputIsPlacedLeaveOneOutput() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:2"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the output to be placed") { files("Upscaled") == ["a Upscaled.mp4"] }
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "a.mp4"]).status, 0)
+        XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "a.mp4"]).status, 0)
+        try waitFor("the job to be done again") { try listing().jobs.first?.state == "done" }
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip))
     }
 
     /// The same when its watcher was killed: the job shows "interrupted", and a cancel then

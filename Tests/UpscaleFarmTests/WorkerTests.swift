@@ -539,6 +539,32 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [], [], "left in \(work)")
     }
 
+    /// A cancel that reaches the queue after a join put the output in place, before the worker
+    /// recorded it (the hook holds the worker there for 3 s): the job stays cancelled and leaves
+    /// no output, only its chunks, which a retry joins. Before, the joined output stayed beside
+    /// a cancelled job.
+    func testACancelAsTheJoinEndsLeavesNoOutput() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let q = try queue()
+        let worker = try start(["worker", "--once", "--name", "w"], lease: 60, hook: "pause-before-recording:3")
+        let out = dir.appendingPathComponent("out")
+        try waitUntil("the join places the output") { try FileManager.default.contentsOfDirectory(atPath: out.path).contains("clip Upscaled.mkv") }
+        let job = try XCTUnwrap(try q.list().first)
+        XCTAssertEqual(job.state, "running")
+        try run(["queue", "cancel", "--queue", cluster.url, String(job.id)])
+        let text = finish(worker)
+        XCTAssertEqual(worker.0.terminationStatus, 0, text)
+        XCTAssertTrue(text.contains("job \(job.id) was cancelled as its join ended; removed its output"), text)
+        XCTAssertEqual(try q.job(id: job.id)?.state, "cancelled")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out.path), [".clip Upscaled.mkv.upscale-work"])
+        try run(["queue", "retry", String(job.id), "--queue", cluster.url])
+        let again = finish(try start(["worker", "--once", "--name", "w2"]))
+        XCTAssertEqual(try q.job(id: job.id)?.state, "done", again)
+        XCTAssertTrue(again.contains("0 chunks, 1 joins"), again)
+        XCTAssertEqual(try MediaProbe.packets(job.output, stream: 0).count, 60)
+    }
+
     /// A worker stopped (SIGTERM, Ctrl-C) mid-chunk stops at once and hands the task back
     /// uncounted; it went on encoding until its next heartbeat, a quarter of the lease.
     func testAStoppedWorkerStopsItsChunkAtOnce() throws {
