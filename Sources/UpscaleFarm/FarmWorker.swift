@@ -459,16 +459,19 @@ public final class FarmWorker: @unchecked Sendable {
             _ = try Transcoder(job: check, logger: logger).join(chunks: paths, cancel: cancel)
             if Self.samePackets(check.output, job.output) {
                 logger.notice("'\(job.output)' is the output of this job's join, whose worker stopped before recording it; recorded as done")
-                return try markJoined(task, work: work, output: job.output)
+                return try markJoined(task, work: work, output: job.output, placed: nil)
             }
             // Failed at once, with what can be done here: it failed three times, each after a
             // trial join, saying "use --overwrite", which a queued job cannot take.
             throw UpscaleError(.usage, "'\(job.output)' appeared while upscaling and is not this job's output; left it untouched: remove or rename it, then run 'upscale queue retry \(task.jobID)' (the chunks are kept)")
         }
         _ = try Transcoder(job: job, logger: logger).join(chunks: paths, cancel: cancel)
+        // The file this join placed, to remove it only as it is if the job turns out cancelled.
+        var placed = stat()
+        let made = stat(job.output, &placed) == 0 ? placed : nil
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
         if case .pauseBeforeRecording(let wait)? = TestHook.current { usleep(UInt32(wait * 1_000_000)) }
-        return try markJoined(task, work: work, output: job.output)
+        return try markJoined(task, work: work, output: job.output, placed: made)
     }
 
     /// Whether two files hold the same streams with the same packets (their containers may
@@ -483,17 +486,28 @@ public final class FarmWorker: @unchecked Sendable {
     }
 
     /// The join's end: marked done (and its work folder removed) while its claim holds.
-    private func markJoined(_ task: FarmTask, work: String, output: String) throws -> Bool {
+    /// `placed`: the file this join put at `output` (nil for one found there, an earlier
+    /// worker's join of the same chunks).
+    private func markJoined(_ task: FarmTask, work: String, output: String, placed: stat?) throws -> Bool {
         switch try queue.complete(task, checksum: 0, seconds: 0) {
         case .done:
             try? FileManager.default.removeItem(atPath: work)
         case .stale where (try? queue.job(id: task.jobID))??.state == "cancelled":
             // Cancelled after the join's last look for a stop, before it was recorded: a
             // cancelled job leaves no output. Its chunks stay for a `queue retry`, as those of
-            // a job cancelled earlier do.
-            unlink(output)
+            // a job cancelled earlier do. Only the very file this join placed is removed, and
+            // not once a later job writes there: a worker held up here (stopped, a long
+            // reconnect) may find at that path a newer job's output, or this file taken over
+            // by a newer job of the same chunks as its own join's.
             count { $0.discarded += 1 }
-            logger.notice("job \(task.jobID) was cancelled as its join ended; removed its output '\(output)'")
+            var now = stat()
+            if let placed, stat(output, &now) == 0, now.st_dev == placed.st_dev, now.st_ino == placed.st_ino,
+               now.st_size == placed.st_size, now.st_mtim.tv_sec == placed.st_mtim.tv_sec, now.st_mtim.tv_nsec == placed.st_mtim.tv_nsec,
+               (try? queue.laterJob(writing: output, after: task.jobID)) == false, unlink(output) == 0 {
+                logger.notice("job \(task.jobID) was cancelled as its join ended; removed its output '\(output)'")
+            } else {
+                logger.notice("job \(task.jobID) was cancelled as its join ended")
+            }
             return false
         case .stale, .otherEncoder:
             // Another worker took the join over; its output is as good as this one.

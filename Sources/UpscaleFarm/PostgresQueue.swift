@@ -672,6 +672,15 @@ public final class PostgresQueue: @unchecked Sendable {
 
     public func job(id: Int64) throws -> FarmJob? { try jobs(where: id).first }
 
+    /// Whether a job submitted after job `id` writes `output` and is not cancelled or failed:
+    /// one submitted to the same place once `id` was cancelled, which may have made or taken
+    /// over the file there.
+    public func laterJob(writing output: String, after id: Int64) throws -> Bool {
+        try with { c in
+            try run(c, "SELECT 1 FROM upscale_jobs WHERE output = \(output) AND id > \(id) AND state IN ('queued', 'running', 'done') LIMIT 1").rows.first != nil
+        }
+    }
+
     public func list() throws -> [FarmJob] { try jobs(where: nil) }
 
     private func jobs(where id: Int64?) throws -> [FarmJob] {

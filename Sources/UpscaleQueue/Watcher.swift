@@ -71,7 +71,8 @@ public final class Watcher: @unchecked Sendable {
     private let settler: FileSettler
     private let owner = "\(ProcessInfo.processInfo.hostName):\(getpid())"
     private let lock = NSLock()
-    private var running: [Int64: RunningJob] = [:]
+    /// The running jobs, by run: a job cancelled and retried at once has two for a moment.
+    private var running: [ObjectIdentifier: RunningJob] = [:]
     private var ignoredOnce: Set<String> = []
     /// Whether a file whose name says no format is a picture, by its first bytes, for the size
     /// and time it had then: read once, not at every scan (2000 sidecar files were opened
@@ -363,10 +364,18 @@ public final class Watcher: @unchecked Sendable {
 
     private func start(_ claim: JobClaim) {
         let job = RunningJob(claim: claim, watcher: self)
-        lock.withLock { running[claim.job.id] = job }
+        let key = ObjectIdentifier(job)
+        lock.withLock { running[key] = job }
         Thread.detachNewThread {
-            job.run()
-            self.lock.withLock { self.running[claim.job.id] = nil }
+            // A job cancelled and retried at once, claimed again by another slot while its last
+            // run is still stopping (a second at most, or finishing its output): the new run
+            // starts once the last one has ended and removed what it placed, or it would have
+            // planned around that output and been numbered ('… Upscaled 2').
+            while self.lock.withLock({ self.running.values.contains { $0 !== job && $0.claim.job.id == claim.job.id } }) {
+                usleep(50_000)
+            }
+            if !job.releasedOnShutdown() { job.run() }
+            self.lock.withLock { self.running[key] = nil }
             self.jobEnded.signal()
         }
     }
@@ -570,6 +579,14 @@ final class RunningJob: @unchecked Sendable {
         }
     }
 
+    /// Whether a stop came before this run started (while it waited for its job's last run to
+    /// end): its claim then goes back to the queue, as a stopped job's does.
+    func releasedOnShutdown() -> Bool {
+        guard lock.withLock({ shuttingDown }) else { return false }
+        try? store.release(claim, now: now)
+        return true
+    }
+
     private func handle(_ line: String) {
         guard let report = JobReport(line: line) else { return }
         if case .note(let text) = report {
@@ -730,7 +747,9 @@ final class RunningJob: @unchecked Sendable {
             // join within the quarter second between checks) leaves none: cancelled, its file
             // stays in the folder; cancelled and retried at once, or taken over, the job's
             // next run makes the one output.
-            if let planned, outcome == .exited(0) { unlink(planned.path) }
+            if let planned, outcome == .exited(0), unlink(planned.path) == 0 {
+                watcher.log("'\(job.source)' was cancelled or taken again as its output was placed; removed '\(config.folder.relative(planned.path) ?? planned.path)'")
+            }
             return
         }
         // A job that was done when the stop reached it (past its last look for a stop, it
@@ -786,11 +805,10 @@ final class RunningJob: @unchecked Sendable {
               (try? store.markFinishing(claim, now: now)) == true else {
             // The claim went after the child's last look for a stop and before it was marked
             // finishing (the child placed its output and exited 0 within the quarter second
-            // between the loop's checks): as above, the output goes; a cancelled job's chunks
-            // too. (Only once the claim is seen gone: not on a failed write to the store.)
-            if (try? store.holds(claim)) == false {
-                if (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
-                unlink(planned.path)
+            // between the loop's checks): as above, the output goes (its chunks went with its
+            // join). Only once the claim is seen gone, not on a failed write to the store.
+            if (try? store.holds(claim)) == false, unlink(planned.path) == 0 {
+                watcher.log("'\(job.source)' was cancelled or taken again as its output was placed; removed '\(relativeOutput)'")
             }
             return
         }

@@ -474,12 +474,14 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Originals"), [])
     }
 
-    /// The same cancel followed at once by a retry: the job runs again and makes the one output
-    /// (the first run's stayed beside it, and the retried run's was numbered).
+    /// The same cancel followed at once by a retry, with a second job slot that claims the
+    /// retried job while its first run is held: the job runs again once the first run has
+    /// ended, and makes the one output (the first run's stayed beside it, and the retried
+    /// run's was numbered, as it was if it started while the first run's output was there).
     func testACancelAndRetryAfterTheOutputIsPlacedLeaveOneOutput() throws {
         try drop(Self.clip, as: "a.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
-                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:2"])
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--jobs", "2"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:3"])
         defer {
             kill(watcher.processIdentifier, SIGTERM)
             watcher.waitUntilExit()

@@ -565,6 +565,29 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try MediaProbe.packets(job.output, stream: 0).count, 60)
     }
 
+    /// The same held-up worker, while a job submitted to the same place after the cancel (with
+    /// --overwrite, as the file is there) is made and replaces the file: the file is that job's
+    /// now, and stays when the held worker goes on.
+    func testACancelledJoinLeavesALaterJobsOutput() throws {
+        let dir = try workspace()
+        try submit(dir)
+        let q = try queue()
+        let held = try start(["worker", "--once", "--name", "held"], lease: 60, hook: "pause-before-recording:10")
+        let output = dir.appendingPathComponent("out/clip Upscaled.mkv")
+        try waitUntil("the join places the output") { FileManager.default.fileExists(atPath: output.path) }
+        let first = try XCTUnwrap(try q.list().first)
+        try run(["queue", "cancel", "--queue", cluster.url, String(first.id)])
+        try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
+                 "--chunk-seconds", "1", "--overwrite"] + Self.exact)
+        let other = finish(try start(["worker", "--once", "--name", "other"]))
+        let second = try XCTUnwrap(try q.list().first { $0.id != first.id })
+        XCTAssertEqual(second.state, "done", other)
+        let text = finish(held)
+        XCTAssertTrue(text.contains("job \(first.id) was cancelled as its join ended"), text)
+        XCTAssertFalse(text.contains("removed its output"), text)
+        XCTAssertEqual(try MediaProbe.packets(output.path, stream: 0).count, 60)
+    }
+
     /// A worker stopped (SIGTERM, Ctrl-C) mid-chunk stops at once and hands the task back
     /// uncounted; it went on encoding until its next heartbeat, a quarter of the lease.
     func testAStoppedWorkerStopsItsChunkAtOnce() throws {
