@@ -495,6 +495,27 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip))
     }
 
+    /// A stop (SIGTERM) while that retried run waits for the held first run: the first run
+    /// removes its output as it ends, the retried run hands its claim back without starting a
+    /// child, and the watcher exits 0 with the job queued; the next run makes the one output.
+    func testAStopWhileARetriedRunWaitsHandsItsClaimBack() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--jobs", "2"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:4"])
+        try waitFor("the output to be placed") { files("Upscaled") == ["a Upscaled.mp4"] }
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "a.mp4"]).status, 0)
+        XCTAssertEqual(try upscale(["queue", "retry", inbox.path, "a.mp4"]).status, 0)
+        try waitFor("the retried job to be claimed") { try listing().jobs.first?.state == "running" }
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertEqual(try listing().jobs.first?.state, "queued")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+    }
+
     /// The same when its watcher was killed: the job shows "interrupted", and a cancel then
     /// left its chunks for good (only a running watcher removed them).
     func testCancelledInterruptedJobLeavesNoChunksBehind() throws {
