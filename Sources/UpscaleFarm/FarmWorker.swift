@@ -470,7 +470,7 @@ public final class FarmWorker: @unchecked Sendable {
         var placed = stat()
         let made = stat(job.output, &placed) == 0 ? placed : nil
         if TestHook.current == .crashAfterJoin { kill(getpid(), SIGKILL) }
-        if case .pauseBeforeRecording(let wait)? = TestHook.current { usleep(UInt32(wait * 1_000_000)) }
+        TestHook.pauseIfBeforeRecording()
         return try markJoined(task, work: work, output: job.output, placed: made)
     }
 
@@ -501,8 +501,7 @@ public final class FarmWorker: @unchecked Sendable {
             // by a newer job of the same chunks as its own join's.
             count { $0.discarded += 1 }
             var now = stat()
-            if let placed, stat(output, &now) == 0, now.st_dev == placed.st_dev, now.st_ino == placed.st_ino,
-               now.st_size == placed.st_size, now.st_mtim.tv_sec == placed.st_mtim.tv_sec, now.st_mtim.tv_nsec == placed.st_mtim.tv_nsec,
+            if let placed, stat(output, &now) == 0, now.isSameVersion(of: placed),
                (try? queue.laterJob(writing: output, after: task.jobID)) == false, unlink(output) == 0 {
                 logger.notice("job \(task.jobID) was cancelled as its join ended; removed its output '\(output)'")
             } else {

@@ -73,6 +73,11 @@ public enum TestHook: Equatable, Sendable {
         while Date() < end { usleep(20_000) }
     }
 
+    /// The `pauseBeforeRecording` hook: waits its seconds.
+    public static func pauseIfBeforeRecording() {
+        if case .pauseBeforeRecording(let seconds)? = current { usleep(UInt32(seconds * 1_000_000)) }
+    }
+
     public static func stallForever() -> Never {
         while true { sleep(3600) }
     }

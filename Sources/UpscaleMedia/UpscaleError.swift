@@ -51,6 +51,13 @@ func check(_ code: Int32, _ what: @autoclosure () -> String, kind: UpscaleError.
 extension stat {
     /// The modification time in seconds since 1970, to the nanosecond the file system keeps.
     public var modificationTime: Double { Double(st_mtim.tv_sec) + Double(st_mtim.tv_nsec) / 1e9 }
+
+    /// Whether this is the same file as `other` and unchanged since: device, inode, size and
+    /// modification time to the nanosecond.
+    public func isSameVersion(of other: stat) -> Bool {
+        st_dev == other.st_dev && st_ino == other.st_ino && st_size == other.st_size
+            && st_mtim.tv_sec == other.st_mtim.tv_sec && st_mtim.tv_nsec == other.st_mtim.tv_nsec
+    }
 }
 
 /// Why a file operation failed, in the system's words ("Read-only file system", "Permission

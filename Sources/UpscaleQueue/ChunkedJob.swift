@@ -437,8 +437,7 @@ public final class ChunkedJob {
             let done = (try? ledger.chunks().filter { $0.state == .done }.count) ?? 0
             return UpscaleError(.input, "'\(job.input)' went away while it was upscaled (moved, renamed or its drive gone); \(done) finished chunks are kept in '\(workFolder)': put it back and run the same command again to resume")
         }
-        guard now.st_dev == original.st_dev, now.st_ino == original.st_ino, now.st_size == original.st_size,
-              now.modificationTime == original.modificationTime else {
+        guard now.isSameVersion(of: original) else {
             return UpscaleError(.input, "'\(job.input)' changed while it was upscaled (saved over or replaced); nothing was written: run the same command again to upscale it as it is now")
         }
         return nil

@@ -388,8 +388,7 @@ public enum SafeFiles {
             target = folder + "/" + FolderWrites.freeName(URL(fileURLWithPath: to).lastPathComponent, in: folder)
         }
         var now = stat()
-        guard lstat(from, &now) == 0, now.st_dev == info.st_dev, now.st_ino == info.st_ino, now.st_size == info.st_size,
-              now.st_mtim.tv_sec == info.st_mtim.tv_sec, now.st_mtim.tv_nsec == info.st_mtim.tv_nsec else {
+        guard lstat(from, &now) == 0, now.isSameVersion(of: info) else {
             unlink(target)
             throw WatchError("cannot move '\(from)' to '\(folder)' (another disk): it was replaced while being copied")
         }

@@ -579,6 +579,12 @@ final class RunningJob: @unchecked Sendable {
         }
     }
 
+    /// Removes the output a child placed as its job's claim went (cancelled, or taken again).
+    private func removeStray(_ output: String) {
+        guard unlink(output) == 0 else { return }
+        watcher.log("'\(claim.job.source)' was cancelled or taken again as its output was placed; removed '\(config.folder.relative(output) ?? output)'")
+    }
+
     /// Whether a stop came before this run started (while it waited for its job's last run to
     /// end): its claim then goes back to the queue, as a stopped job's does.
     func releasedOnShutdown() -> Bool {
@@ -733,7 +739,7 @@ final class RunningJob: @unchecked Sendable {
             }
         }
         lock.withLock { child = nil }
-        if case .pauseBeforeRecording(let wait)? = TestHook.current, !cancelled { usleep(UInt32(wait * 1_000_000)) }
+        if !cancelled { TestHook.pauseIfBeforeRecording() }
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
         // A child that died left its temporary file; remove it (the next run would too).
@@ -747,9 +753,7 @@ final class RunningJob: @unchecked Sendable {
             // join within the quarter second between checks) leaves none: cancelled, its file
             // stays in the folder; cancelled and retried at once, or taken over, the job's
             // next run makes the one output.
-            if let planned, outcome == .exited(0), unlink(planned.path) == 0 {
-                watcher.log("'\(job.source)' was cancelled or taken again as its output was placed; removed '\(config.folder.relative(planned.path) ?? planned.path)'")
-            }
+            if let planned, outcome == .exited(0) { removeStray(planned.path) }
             return
         }
         // A job that was done when the stop reached it (past its last look for a stop, it
@@ -807,9 +811,7 @@ final class RunningJob: @unchecked Sendable {
             // finishing (the child placed its output and exited 0 within the quarter second
             // between the loop's checks): as above, the output goes (its chunks went with its
             // join). Only once the claim is seen gone, not on a failed write to the store.
-            if (try? store.holds(claim)) == false, unlink(planned.path) == 0 {
-                watcher.log("'\(job.source)' was cancelled or taken again as its output was placed; removed '\(relativeOutput)'")
-            }
+            if (try? store.holds(claim)) == false { removeStray(planned.path) }
             return
         }
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }

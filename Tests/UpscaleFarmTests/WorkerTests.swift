@@ -539,17 +539,25 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [], [], "left in \(work)")
     }
 
+    /// A job submitted (1 s chunks) and a `worker --once` that holds still for `seconds` once
+    /// its join has put the output in place, before it records it; returned once the output is there.
+    private func workerHeldAfterItsJoin(seconds: Int) throws -> (URL, PostgresQueue, (Process, Pipe)) {
+        let dir = try workspace()
+        try submit(dir)
+        let q = try queue()
+        let worker = try start(["worker", "--once", "--name", "held"], lease: 60, hook: "pause-before-recording:\(seconds)")
+        let output = dir.appendingPathComponent("out/clip Upscaled.mkv")
+        try waitUntil("the join places the output") { FileManager.default.fileExists(atPath: output.path) }
+        return (dir, q, worker)
+    }
+
     /// A cancel that reaches the queue after a join put the output in place, before the worker
     /// recorded it (the hook holds the worker there for 3 s): the job stays cancelled and leaves
     /// no output, only its chunks, which a retry joins. Before, the joined output stayed beside
     /// a cancelled job.
     func testACancelAsTheJoinEndsLeavesNoOutput() throws {
-        let dir = try workspace()
-        try submit(dir)
-        let q = try queue()
-        let worker = try start(["worker", "--once", "--name", "w"], lease: 60, hook: "pause-before-recording:3")
+        let (dir, q, worker) = try workerHeldAfterItsJoin(seconds: 3)
         let out = dir.appendingPathComponent("out")
-        try waitUntil("the join places the output") { try FileManager.default.contentsOfDirectory(atPath: out.path).contains("clip Upscaled.mkv") }
         let job = try XCTUnwrap(try q.list().first)
         XCTAssertEqual(job.state, "running")
         try run(["queue", "cancel", "--queue", cluster.url, String(job.id)])
@@ -569,12 +577,8 @@ final class WorkerTests: XCTestCase {
     /// --overwrite, as the file is there) is made and replaces the file: the file is that job's
     /// now, and stays when the held worker goes on.
     func testACancelledJoinLeavesALaterJobsOutput() throws {
-        let dir = try workspace()
-        try submit(dir)
-        let q = try queue()
-        let held = try start(["worker", "--once", "--name", "held"], lease: 60, hook: "pause-before-recording:10")
+        let (dir, q, held) = try workerHeldAfterItsJoin(seconds: 10)
         let output = dir.appendingPathComponent("out/clip Upscaled.mkv")
-        try waitUntil("the join places the output") { FileManager.default.fileExists(atPath: output.path) }
         let first = try XCTUnwrap(try q.list().first)
         try run(["queue", "cancel", "--queue", cluster.url, String(first.id)])
         try run(["submit", dir.appendingPathComponent("clip.mp4").path, "-o", dir.appendingPathComponent("out").path,
