@@ -92,6 +92,53 @@ extension ChunkWriter: PacketSink {
     func write(_ packet: UnsafeMutablePointer<AVPacket>, stream index: Int) throws { try write(packet) }
 }
 
+/// Consecutive chunks made by one decoder, pipeline and encoder (`Transcoder.span`): where the
+/// next chunk is still to be made when the last picture of one is decoded, the pipeline goes on
+/// into it, and the encoder starts it with an IDR picture (x265, x264). A new encoder per chunk
+/// cost every chunk its start and a heap grown in the pieces each one left (`ChunkedJob`).
+public final class ChunkSpan: @unchecked Sendable {
+    /// Claims the chunk after `range` for this pipeline when its first picture is the one timed
+    /// `pts` (stream time base); nil ends the pipeline with `range`. On the reading thread.
+    let claim: (_ range: ChunkRange, _ pts: Int64) -> ChunkTask?
+    /// A chunk is complete, its file named and synced: each of the pipeline's chunks in turn,
+    /// the last one included, on the writing thread. A throw stops the pipeline.
+    let finished: (ChunkTask, TranscodeSummary) throws -> Void
+
+    public init(claim: @escaping (_ range: ChunkRange, _ pts: Int64) -> ChunkTask?,
+                finished: @escaping (ChunkTask, TranscodeSummary) throws -> Void) {
+        self.claim = claim
+        self.finished = finished
+    }
+}
+
+/// How `pump` goes on into the next chunk: the reader claims it, the writer closes the chunk
+/// before it and gets the new chunk's file once its first packet comes.
+private final class ChunkFollow: @unchecked Sendable {
+    let claim: (ChunkRange, Int64) -> ChunkTask?
+    let begin: (_ next: ChunkTask, _ framesSoFar: Int) throws -> PacketSink
+    private let lock = NSLock()
+    private var starts: [Int64: ChunkTask] = [:]
+
+    init(claim: @escaping (ChunkRange, Int64) -> ChunkTask?, begin: @escaping (ChunkTask, Int) throws -> PacketSink) {
+        self.claim = claim
+        self.begin = begin
+    }
+
+    /// The reader: the picture timed `pts` starts `task`.
+    func announce(_ task: ChunkTask, at pts: Int64) {
+        lock.lock()
+        starts[pts] = task
+        lock.unlock()
+    }
+
+    /// The writer: the chunk the picture timed `pts` starts, once.
+    func start(at pts: Int64) -> ChunkTask? {
+        lock.lock()
+        defer { lock.unlock() }
+        return starts.removeValue(forKey: pts)
+    }
+}
+
 /// Runs one job: decode → convert → upscale → encode/mux on three threads joined by
 /// bounded queues, so decoding, scaling and encoding overlap and memory stays bounded.
 /// On any failure or cancel the temporary output is removed and the final path untouched.
@@ -106,6 +153,10 @@ public final class Transcoder {
     private let backwards = Mutex(0)
     /// The frame total counted from the bytes read, once the input's clock has jumped.
     private let reckoned = Mutex<Int?>(nil)
+
+    /// For a chunk (`job.chunk`): the chunks after it this run may go on into, and where each
+    /// finished one is recorded. Nil: the one chunk, recorded by the caller from the summary.
+    public var span: ChunkSpan?
 
     public init(job: Job, logger: Logger = Logger(label: "upscale")) {
         self.job = job
@@ -315,7 +366,7 @@ public final class Transcoder {
         do {
             try output.open()
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
-                                  output: output, videoOut: videoOut, routes: routes, range: nil, cancel: cancel,
+                                  output: output, videoOut: videoOut, routes: routes, range: nil, follow: nil, cancel: cancel,
                                   start: start, progress: progress)
             if cancel.isCancelled { throw UpscaleError.cancelled() }
             guard frames > 0 else {
@@ -543,36 +594,59 @@ public final class Transcoder {
     }
 
     /// One chunk: the video frames of `chunk.range` only, decoded from its seek keyframe
-    /// (earlier frames only prime the temporal hold), checked against the planned count.
+    /// (earlier frames only prime the temporal hold), checked against the planned count. With
+    /// a `span` and an encoder that can start a chunk mid-stream, the chunks after it that the
+    /// span hands over, each into its own file.
     private func runChunk(
         _ chunk: ChunkTask, input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder,
         cancel: CancellationFlag, start: Date,
         progress: @escaping (TranscodeProgress) -> Void
     ) throws -> TranscodeSummary {
         for i in 0..<input.streamCount where i != videoIndex { input.stream(i).pointee.discard = AVDISCARD_ALL }
-        let output = try ChunkWriter(path: chunk.path, encoder: encoder.context)
+        var task = chunk
+        var output = try ChunkWriter(path: chunk.path, encoder: encoder.context)
+        // Packets written for the span's chunks before `task`.
+        var base = 0
+        let close = { [self] (frames: Int) throws -> TranscodeSummary in
+            // The first chunk of a stream-copied cut may start with pictures before its first
+            // keyframe, or at an open-GOP keyframe whose leading pictures reference the GOP cut
+            // away: they cannot be decoded, and the one-piece run leaves them out too (Matroska
+            // has no edit list to mark them).
+            let range = task.range
+            guard frames == range.frames || (range.index == 0 && frames < range.frames
+                && range.frames - frames <= ChunkPlan.leadingPictures(path: job.input)) else {
+                throw UpscaleError(.processing, "'\(job.input)': chunk \(range.index + 1) has \(frames) frames, the source \(range.frames) in its range; the file's timestamps are irregular — run it with --chunk-seconds 0 (one piece)")
+            }
+            let checksum = try output.finish()
+            var summary = TranscodeSummary(output: task.path, frames: frames, seconds: Date().timeIntervalSince(start),
+                                           encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
+            summary.droppedCaptions = decoder.dropsCaptions || encoder.lostCaptions
+            summary.droppedHDR10Plus = decoder.dropsHDR10Plus || encoder.lostHDR10Plus
+            return summary
+        }
+        let follow = span.flatMap { span in
+            encoder.forcesKeyframes ? ChunkFollow(claim: span.claim, begin: { next, framesSoFar in
+                try span.finished(task, try close(framesSoFar - base))
+                base = framesSoFar
+                task = next
+                output = try ChunkWriter(path: next.path, encoder: encoder.context)
+                return output
+            }) : nil
+        }
         do {
             if let seek = chunk.range.seek {
                 try check(input.seek(stream: videoIndex, to: seek, flags: AVSEEK_FLAG_BACKWARD),
                           "'\(job.input)': cannot seek to chunk \(chunk.range.index + 1)")
             }
             let frames = try pump(input: input, videoIndex: videoIndex, decoder: decoder, encoder: encoder,
-                                  output: output, videoOut: 0, routes: [:], range: chunk.range, cancel: cancel,
-                                  start: start, progress: progress)
-            if cancel.isCancelled { throw UpscaleError.cancelled() }
-            // The first chunk of a stream-copied cut may start with pictures before its first
-            // keyframe, or at an open-GOP keyframe whose leading pictures reference the GOP cut
-            // away: they cannot be decoded, and the one-piece run leaves them out too (Matroska
-            // has no edit list to mark them).
-            guard frames == chunk.range.frames || (chunk.range.index == 0 && frames < chunk.range.frames
-                && chunk.range.frames - frames <= ChunkPlan.leadingPictures(path: job.input)) else {
-                throw UpscaleError(.processing, "'\(job.input)': chunk \(chunk.range.index + 1) has \(frames) frames, the source \(chunk.range.frames) in its range; the file's timestamps are irregular — run it with --chunk-seconds 0 (one piece)")
+                                  output: output, videoOut: 0, routes: [:], range: chunk.range, follow: follow, cancel: cancel,
+                                  start: start) { p in
+                // Each chunk's own frames (the meter adds the finished ones).
+                progress(TranscodeProgress(framesDone: p.framesDone - base, framesTotal: task.range.frames, elapsed: p.elapsed))
             }
-            let checksum = try output.finish()
-            var summary = TranscodeSummary(output: chunk.path, frames: frames, seconds: Date().timeIntervalSince(start),
-                                           encoderName: encoder.name, audioCopied: 0, audioTranscoded: 0, checksum: checksum)
-            summary.droppedCaptions = decoder.dropsCaptions || encoder.lostCaptions
-            summary.droppedHDR10Plus = decoder.dropsHDR10Plus || encoder.lostHDR10Plus
+            if cancel.isCancelled { throw UpscaleError.cancelled() }
+            let summary = try close(frames - base)
+            try span?.finished(task, summary)
             return summary
         } catch {
             output.abandon()
@@ -582,9 +656,11 @@ public final class Transcoder {
 
     private func pump(
         input: InputFile, videoIndex: Int, decoder: VideoDecoder, encoder: VideoEncoder, output: PacketSink,
-        videoOut: Int, routes: [Int: StreamRoute], range: ChunkRange?, cancel: CancellationFlag, start: Date,
-        progress: @escaping (TranscodeProgress) -> Void
+        videoOut: Int, routes: [Int: StreamRoute], range first: ChunkRange?, follow: ChunkFollow?, cancel: CancellationFlag,
+        start: Date, progress: @escaping (TranscodeProgress) -> Void
     ) throws -> Int {
+        // The chunk being read (after `first`, those `follow` hands over).
+        var range = first
         let videoStream = input.stream(videoIndex)
         // One decoded picture waits: decoding one is a small part of upscaling and encoding it.
         let decoded = BoundedQueue<Item>(capacity: 1)
@@ -636,11 +712,20 @@ public final class Transcoder {
                 // still gives at the end is kept.
                 var heldDamage: UpscaleError?
                 let pushPicture: (Picture, Int64) throws -> Void = { frame, pts in
-                    if let range {
-                        let place = pts == noPTS ? 1 : range.place(pts)
+                    if let chunk = range {
+                        var place = pts == noPTS ? 1 : chunk.place(pts)
+                        // The first picture past the chunk: on into the next one where it is ours to make.
+                        if place > 0, kept > 0, let follow, let next = follow.claim(chunk, pts) {
+                            follow.announce(next, at: pts)
+                            range = next.range
+                            kept = 0
+                            place = 0
+                        }
                         if place != 0 {
                             // Before the chunk: only the hold sees it. Past it: the chunk is complete.
-                            if place < 0 && scaler.needsPreroll {
+                            // (Only before the first: a picture timed back into a chunk already read is
+                            // one out of order, left out.)
+                            if place < 0 && scaler.needsPreroll && range == first {
                                 if !decoded.push(.preroll(frame)) { throw UpscaleError.cancelled() }
                             } else {
                                 inputPool.give(frame)
@@ -648,8 +733,8 @@ public final class Transcoder {
                             if place > 0 { throw ChunkComplete() }
                             return
                         }
-                        if kept == 0, let first = range.start, pts != first {
-                            throw UpscaleError(.processing, "'\(self.job.input)': chunk \(range.index + 1) should start at timestamp \(first) but decoding from its keyframe gave \(pts) first; run it with --chunk-seconds 0 (one piece)")
+                        if kept == 0, let first = range?.start, pts != first {
+                            throw UpscaleError(.processing, "'\(self.job.input)': chunk \(range!.index + 1) should start at timestamp \(first) but decoding from its keyframe gave \(pts) first; run it with --chunk-seconds 0 (one piece)")
                         }
                         kept += 1
                     }
@@ -698,7 +783,7 @@ public final class Transcoder {
                         } catch is ChunkComplete {
                             decoded.finish()
                             return
-                        } catch let error as UpscaleError where range?.seek != nil && kept == 0 && error == decoder.damage?.error {
+                        } catch let error as UpscaleError where range?.seek != nil && range == first && kept == 0 && error == decoder.damage?.error {
                             // Pre-roll from the keyframe before a chunk: that keyframe's own open-GOP
                             // leading pictures lack their references (they belong to an earlier
                             // chunk, which decodes them whole). Frames of this chunk are checked.
@@ -774,6 +859,10 @@ public final class Transcoder {
         }
 
         var framesDone = 0
+        // Where video packets go: `output`, then the file of each chunk `follow` hands over.
+        var sink = output
+        // Chunks whose first picture went to the encoder, its packet not out yet.
+        var pendingChunks: [ChunkTask] = []
         // The video packet last handed back, written once the next one comes, when the length
         // of its picture is known (FFmpeg's encoders give none): the last of them also reaches
         // the end of the last picture shown.
@@ -814,7 +903,7 @@ public final class Transcoder {
                 if held.pointee.pts != noPTS { length = min(length, end - held.pointee.pts) }
                 held.pointee.duration = max(held.pointee.duration, length)
             }
-            try output.write(held, stream: videoOut)
+            try sink.write(held, stream: videoOut)
             av_packet_free(&heldVideo)
         }
         let writeStage = {
@@ -827,6 +916,16 @@ public final class Transcoder {
                     // holds its look-ahead: 40 pictures at veryslow, seconds each at 4K and up).
                     // A stop is seen between packets, not after the last of them.
                     if cancel.isCancelled { throw UpscaleError.cancelled() }
+                    if let follow, !pendingChunks.isEmpty, encoder.takeForcedKey($0.pointee.pts) {
+                        let next = pendingChunks.removeFirst()
+                        // The next chunk's first packet: the chunk before it is complete. It must
+                        // be an IDR picture to join after any version of that chunk (`isIDR`).
+                        guard $0.pointee.flags & AV_PKT_FLAG_KEY != 0, VideoEncoder.isIDR($0, codec: encoder.settings.codec) else {
+                            throw UpscaleError(.processing, "the \(encoder.name) encoder did not start chunk \(next.range.index + 1) with an IDR picture; run it with --chunk-seconds 0 (one piece)")
+                        }
+                        try writeHeld(nil)
+                        sink = try follow.begin(next, framesDone)
+                    }
                     if reorderDelay == nil, $0.pointee.pts != noPTS, $0.pointee.dts != noPTS { reorderDelay = $0.pointee.pts - $0.pointee.dts }
                     try writeHeld(nil)
                     guard let copy = av_packet_clone($0) else { throw UpscaleError(.processing, "out of memory") }
@@ -841,7 +940,10 @@ public final class Transcoder {
                     switch item {
                     case .picture(let frame, let pts):
                         let givenBack = outputPool.givenBack
-                        try encoder.encode(frame, pts: pts, captions: decoder.keepsCaptions ? decoder.captions(at: pts) : nil,
+                        // The first picture of a chunk `follow` handed over (its packet starts the chunk's file).
+                        let next = follow?.start(at: pts)
+                        if let next { pendingChunks.append(next) }
+                        try encoder.encode(frame, pts: pts, keyframe: next != nil, captions: decoder.keepsCaptions ? decoder.captions(at: pts) : nil,
                                            hdr10Plus: decoder.hdr10Plus(at: pts),
                                            release: { outputPool.give(frame) }, emit: writeVideo)
                         // An encoder that copies on entry gave it back: the next picture is made
@@ -852,7 +954,7 @@ public final class Transcoder {
                     case .packet(let p, let stream):
                         var owned: UnsafeMutablePointer<AVPacket>? = p
                         defer { av_packet_free(&owned) }
-                        try output.write(p, stream: stream)
+                        try sink.write(p, stream: stream)
                     }
                 }
                 if failure.current == nil && !cancel.isCancelled {

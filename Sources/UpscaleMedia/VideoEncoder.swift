@@ -14,6 +14,35 @@ final class VideoEncoder {
     /// then wait for a frame encoder to come free. Such a picture is free again as soon as
     /// `encode` returns, and the picture after it is best made then, not during the wait.
     var copiesOnEntry: Bool { name == "libx265" || name == "libx264" }
+    /// Whether `encode(_:keyframe: true)` starts a picture nothing before it is referenced by
+    /// or references (an IDR picture: x265 and x264 code the pictures shown before it first),
+    /// so that one encoder can make consecutive chunks (`ChunkSpan`).
+    var forcesKeyframes: Bool { copiesOnEntry }
+    /// The times (encoder time base) of pictures sent with `keyframe` whose packet is not out yet.
+    private var forcedKeys: Set<Int64> = []
+
+    /// Whether the packet timed `pts` is the picture sent with `keyframe` at that time (each is
+    /// answered once).
+    func takeForcedKey(_ pts: Int64) -> Bool {
+        forcedKeys.remove(pts) != nil
+    }
+
+    /// Whether `packet`'s picture is an IDR picture: an HEVC one (unit type 19 or 20) or an
+    /// H.264 one (5); false for any other, or a packet not in Annex B form.
+    static func isIDR(_ packet: UnsafeMutablePointer<AVPacket>, codec: VideoCodec) -> Bool {
+        guard let data = packet.pointee.data, packet.pointee.size > 0 else { return false }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))
+        switch codec {
+        case .hevc:
+            guard let at = CaptionSEI.firstSlice(in: bytes) else { return false }
+            let header = at + (bytes[at + 2] == 1 ? 3 : 4)
+            return header < bytes.count && [19, 20].contains((bytes[header] >> 1) & 0x3F)
+        case .h264:
+            return H264Units.holdsIDR(bytes, extradata: nil)
+        default:
+            return false
+        }
+    }
 
     private let frame: UnsafeMutablePointer<AVFrame>
     private var converted: UnsafeMutablePointer<AVFrame>?
@@ -157,12 +186,23 @@ final class VideoEncoder {
             // A chunk (it has a keyframe interval): without x265's settings note (an SEI in the
             // stream header that lists the threads too), so chunks encoded with other --threads
             // or --jobs, or on other machines of a farm, have the same header and join.
-            if let k = settings.keyframeInterval { params += ":keyint=\(max(k, 1)):info=0" }
+            if let k = settings.keyframeInterval {
+                // A chunk after another in one encoder starts with an IDR picture (its picture
+                // order count begins anew), so it joins after the chunk before however that one
+                // was made. With open GOPs x265 writes each keyframe as a CRA picture that goes on
+                // counting: after a chunk made again by a new encoder (a resume), the join had
+                // two pictures of one count, and the pictures after them decoded out of order.
+                params += ":keyint=\(max(k, 1)):info=0:open-gop=0"
+                av_opt_set(priv, "forced-idr", "1", 0)
+            }
             if let hdr { params += ":hdr10=1:" + hdr.x265Parameters }
             av_opt_set(priv, "x265-params", params, 0)
         case .h264:
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
-            if let k = settings.keyframeInterval { ctx.pointee.gop_size = Int32(max(k, 1)) }
+            if let k = settings.keyframeInterval {
+                ctx.pointee.gop_size = Int32(max(k, 1))
+                av_opt_set(priv, "forced-idr", "1", 0)
+            }
             if let threads = settings.threads { ctx.pointee.thread_count = Int32(threads) }
         case .prores where self.layout == .yuva444:
             // Pictures with alpha: ProRes 4444, alpha kept (16 bits in the stream).
@@ -255,7 +295,10 @@ final class VideoEncoder {
     /// SEI and which HEVC packets get as an SEI of their own (ProRes and FFV1 have no place for them).
     /// `hdr10Plus`: the picture's HDR10+ message (`HDR10Plus.payload`), for HEVC packets only
     /// (empty: the picture's metadata could not be written).
-    func encode(_ picture: Picture?, pts: Int64, captions: [UInt8]? = nil, hdr10Plus: [UInt8]? = nil, release: @escaping () -> Void = {},
+    /// `keyframe`: the picture starts a chunk (see `forcesKeyframes`); its packet is known by
+    /// `takeForcedKey`.
+    func encode(_ picture: Picture?, pts: Int64, keyframe: Bool = false, captions: [UInt8]? = nil, hdr10Plus: [UInt8]? = nil,
+                release: @escaping () -> Void = {},
                 emit: (UnsafeMutablePointer<AVPacket>) throws -> Void) throws {
         var input: UnsafeMutablePointer<AVFrame>?
         var upload: UnsafeMutablePointer<AVFrame>?
@@ -322,6 +365,14 @@ final class VideoEncoder {
             }
             let placed = grid?.place(pts) ?? pts
             input!.pointee.pts = placed
+            // A reused frame (`converted`) keeps the type asked of the picture before.
+            input!.pointee.pict_type = keyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+            if keyframe {
+                guard forcesKeyframes, placed != noPTS else {
+                    throw UpscaleError(.processing, "the \(name) encoder cannot start a chunk mid-stream")
+                }
+                forcedKeys.insert(placed)
+            }
             if placed != noPTS {
                 if let previous = lastPlaced, placed > previous { shownFor[previous] = placed - previous }
                 lastPlaced = placed

@@ -68,14 +68,51 @@ final class ChunkLedger {
         }
     }
 
-    /// The lowest queued chunk, now running; nil when none is left.
+    /// A queued chunk for a new pipeline, now running; nil when none is left. The pipeline goes
+    /// on into the chunks after it (`ChunkSpan`), so it starts where no running pipeline will
+    /// get to (`start(queued:running:)`).
     func claim() throws -> ChunkRange? {
         try locked {
             try db.transaction {
-                guard let row = try db.query("SELECT * FROM chunks WHERE state = 'queued' ORDER BY idx LIMIT 1").first else { return nil }
-                let range = Self.range(row)
-                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [range.index])
-                return range
+                let rows = try db.query("SELECT idx, state FROM chunks WHERE state IN ('queued', 'running') ORDER BY idx")
+                var queued: [Int] = [], running: Set<Int> = []
+                for row in rows {
+                    let index = row["idx"]!.int!
+                    if row["state"]?.string == State.queued.rawValue { queued.append(index) } else { running.insert(index) }
+                }
+                guard let index = Self.start(queued: queued, running: running),
+                      let row = try db.query("SELECT * FROM chunks WHERE idx = ?", [index]).first else { return nil }
+                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
+                return Self.range(row)
+            }
+        }
+    }
+
+    /// Where a new pipeline starts among the `queued` chunks (in order): the first of the first
+    /// stretch of consecutive queued chunks that no running pipeline goes on into (the chunk
+    /// before it is not `running`); where a running one goes on into each, the middle of the
+    /// longest stretch, so that two pipelines share it (one worker: always the lowest).
+    static func start(queued: [Int], running: Set<Int>) -> Int? {
+        var stretches: [ArraySlice<Int>] = []
+        var from = 0
+        for i in queued.indices where i == queued.count - 1 || queued[i + 1] != queued[i] + 1 {
+            stretches.append(queued[from...i])
+            from = i + 1
+        }
+        if let free = stretches.first(where: { !running.contains($0.first! - 1) }) { return free.first }
+        guard let longest = stretches.max(by: { $0.count < $1.count }) else { return nil }
+        return longest[longest.startIndex + longest.count / 2]
+    }
+
+    /// Chunk `index`, now running, when it is queued and starts at `start` (the picture a
+    /// pipeline that made the chunk before it decoded next); nil otherwise.
+    func claim(index: Int, startingAt start: Int64) throws -> ChunkRange? {
+        try locked {
+            try db.transaction {
+                guard let row = try db.query("SELECT * FROM chunks WHERE idx = ? AND state = 'queued' AND start = ?", [index, start]).first
+                else { return nil }
+                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
+                return Self.range(row)
             }
         }
     }
@@ -303,15 +340,17 @@ public final class ChunkedJob {
                                started: started, progress: progress)
 
         let longest = all.map(\.range.frames).max() ?? 1
-        // Each chunk's encoder takes the memory the last one freed (see `ProcessMemory`).
-        ProcessMemory.keepFreedMemory()
         // Encode the rest, `workers` at a time, each with its share of the threads.
         let failure = FirstError()
         let stop = CancellationFlag()
         let group = DispatchGroup()
         let share = max(1, job.threads / workers)
-        var encoded = 0
+        var encoded = 0, pipelines = 0
         let countLock = NSLock()
+        // Several workers: set before any of them allocates (glibc's free() adjusts the same
+        // thresholds without a lock).
+        if workers > 1 { ProcessMemory.keepFreedMemory() }
+        let held = HeldChunks()
         for worker in 0..<workers {
             group.enter()
             Thread.detachNewThread { [self] in
@@ -337,23 +376,45 @@ public final class ChunkedJob {
                         part.threads = share
                         part.encoder.threads = share
                     }
-                    part.chunk = ChunkTask(range: range, path: chunkPath(range.index), keyframeInterval: longest)
-                    do {
-                        let summary = try Transcoder(job: part, logger: logger).run(cancel: stop) { p in
-                            meter.update(worker: worker, frames: p.framesDone)
-                        }
+                    let task = { (range: ChunkRange) in ChunkTask(range: range, path: self.chunkPath(range.index), keyframeInterval: longest) }
+                    part.chunk = task(range)
+                    held.add(range.index, worker: worker)
+                    // A second pipeline after the first (its span ended: the next chunk was done,
+                    // or the encoder cannot start one mid-stream) takes the memory the first one
+                    // freed (see `ProcessMemory`; no other thread allocates then). One pipeline
+                    // for the whole run frees nothing big before it ends, and keeps the heap as
+                    // one piece does.
+                    if workers == 1 {
+                        pipelines += 1
+                        if pipelines == 2 { ProcessMemory.keepFreedMemory() }
+                    }
+                    let transcoder = Transcoder(job: part, logger: logger)
+                    // One decoder and encoder go on into the chunks after this one while they are
+                    // still to be made (with one worker, all of them).
+                    transcoder.span = ChunkSpan(claim: { [self] after, pts in
+                        guard !stop.isCancelled, !cancel.isCancelled, inputChange(from: original, ledger: ledger) == nil,
+                              let next = try? ledger.claim(index: after.index + 1, startingAt: pts) else { return nil }
+                        held.add(next.index, worker: worker)
+                        return task(next)
+                    }, finished: { [self] chunk, summary in
                         // Done, with the encoder it was made with and whether captions were dropped
                         // (a resumed run that only joins says so too), in one transaction.
-                        try ledger.done(range.index, checksum: summary.checksum, encoder: summary.encoderName,
+                        try ledger.done(chunk.range.index, checksum: summary.checksum, encoder: summary.encoderName,
                                         settings: settingsKey(resolved: summary.encoderName, input: original),
                                         droppedCaptions: summary.droppedCaptions, droppedHDR10Plus: summary.droppedHDR10Plus)
-                        meter.finish(worker: worker, frames: range.frames)
+                        held.remove(chunk.range.index, worker: worker)
+                        meter.finish(worker: worker, frames: chunk.range.frames)
                         countLock.lock()
                         encoded += 1
                         countLock.unlock()
+                    })
+                    do {
+                        _ = try transcoder.run(cancel: stop) { p in
+                            meter.update(worker: worker, frames: p.framesDone)
+                        }
                     } catch {
                         meter.finish(worker: worker, frames: 0)
-                        try? ledger.requeue(range.index, error: "\(error)")
+                        for index in held.take(worker: worker) { try? ledger.requeue(index, error: "\(error)") }
                         // A chunk that failed on its input ("does not exist") may have met the
                         // file going or changing: that is said instead.
                         if let made = pinnedEncoder, let e = error as? UpscaleError, e.message.hasPrefix("the \(made) encoder is not available here") {
@@ -445,6 +506,31 @@ public final class ChunkedJob {
 
     func chunkPath(_ index: Int) -> String {
         (workFolder as NSString).appendingPathComponent(String(format: "chunk-%05d.chunk", index))
+    }
+}
+
+/// The chunks each worker has claimed and not finished: the one it makes and the one its
+/// reader went on into (`ChunkSpan`), given back together when it stops.
+private final class HeldChunks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var held: [Int: Set<Int>] = [:]
+
+    func add(_ index: Int, worker: Int) {
+        lock.lock()
+        held[worker, default: []].insert(index)
+        lock.unlock()
+    }
+
+    func remove(_ index: Int, worker: Int) {
+        lock.lock()
+        held[worker]?.remove(index)
+        lock.unlock()
+    }
+
+    func take(worker: Int) -> [Int] {
+        lock.lock()
+        defer { lock.unlock() }
+        return (held.removeValue(forKey: worker) ?? []).sorted()
     }
 }
 

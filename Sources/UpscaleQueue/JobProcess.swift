@@ -24,9 +24,10 @@ public enum ProcessMemory {
     /// Whether `useOneArena` took effect: set once at start, before any thread, read after.
     nonisolated(unsafe) private static var oneArena = false
 
-    /// For runs of chunk after chunk (a chunked job, a farm worker): what one chunk's encoder
-    /// frees stays in the heap for the next one's, instead of going back to the kernel and being
-    /// touched anew (a fault and a zeroed page each). Blocks under 32 MB (the ceiling of glibc's
+    /// For runs of chunk after chunk with a new encoder for each (a farm worker; a chunked job
+    /// once a second pipeline starts, see `ChunkSpan`): what one chunk's encoder frees stays in
+    /// the heap for the next one's, instead of going back to the kernel and being touched anew
+    /// (a fault and a zeroed page each). Blocks under 32 MB (the ceiling of glibc's
     /// own sliding mmap threshold) come from the heap, whose top is no longer trimmed. A 40 s
     /// 720p pan → 2560, medium CRF 20, in 10 s chunks, with one arena: 321k–338k → 203k–209k
     /// minor faults, system time 1.18–1.37 → 0.84–1.11 s, peak RSS 821–839 → 837–850 MB (one

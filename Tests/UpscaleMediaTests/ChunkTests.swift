@@ -1,7 +1,7 @@
 import CFFmpeg
 import Foundation
 import UpscaleCore
-import UpscaleMedia
+@testable import UpscaleMedia
 import XCTest
 
 /// A job encoded in chunks and joined must be the job encoded in one pass.
@@ -174,6 +174,129 @@ final class ChunkTests: XCTestCase {
         let sizeSingle = try FileManager.default.attributesOfItem(atPath: single.output)[.size] as! Int
         let sizeChunked = try FileManager.default.attributesOfItem(atPath: job.output)[.size] as! Int
         print("HEVC single \(sizeSingle) B, chunked \(sizeChunked) B in \(plan.chunks.count) chunks")
+    }
+
+    /// `job`'s plan in chunks of half a second (at least 4), and each chunk's task: its file in
+    /// `dir`, the longest chunk as keyframe interval.
+    private func halfSecondChunks(_ job: Job, in dir: URL) throws -> (ChunkPlan, (ChunkRange) -> ChunkTask) {
+        let plan = try ChunkPlan.make(path: job.input, chunkSeconds: 0.5)
+        XCTAssertGreaterThanOrEqual(plan.chunks.count, 4)
+        let longest = plan.chunks.map(\.frames).max()!
+        return (plan, { ChunkTask(range: $0, path: dir.appendingPathComponent("span-\($0.index).chunk").path, keyframeInterval: longest) })
+    }
+
+    /// One decoder and encoder for consecutive chunks (`ChunkSpan`): a chunk's run goes on into
+    /// each next chunk the span hands over, each into its own file starting with an IDR
+    /// picture, and stops where the span hands none (another worker has it). With lossless
+    /// H.264 and refinement on, the joined chunks decode to exactly the one-pass pictures at
+    /// its times (the temporal hold runs on across the chunks), each chunk file keeps exactly
+    /// its frames, and the chunk after a stop is made by a new run.
+    func testChunksMadeByOneEncoderDecodeToTheOnePassPictures() throws {
+        let dir = try workspace(copying: ["chunk-h264-bframes.mp4"])
+        let lossless = UpscaleOptions(encoder: EncoderSettings(codec: .h264, crf: 0, preset: "veryfast", threads: 1), threads: 2,
+                                      overwrite: true, refine: true)
+        var reference = lossless
+        reference.encoder = EncoderSettings(codec: .ffv1, threads: 1)
+        let (single, _) = try jobs("chunk-h264-bframes.mp4", reference, in: dir)
+        var spanned = lossless
+        spanned.output = dir.appendingPathComponent("spanned.mkv").path
+        let job = try JobPlanner.plan(input: dir.appendingPathComponent("chunk-h264-bframes.mp4").path, options: spanned)
+        XCTAssertTrue(job.refine)
+        _ = try Transcoder(job: single).run()
+        let (plan, task) = try halfSecondChunks(job, in: dir)
+        // The span hands over every chunk but the third: that one is made by a second run.
+        let refused = 2
+        var finished: [Int] = []
+        var runs = 0
+        for first in [0, refused] {
+            var part = job
+            part.chunk = task(plan.chunks[first])
+            let transcoder = Transcoder(job: part)
+            transcoder.span = ChunkSpan(claim: { range, pts in
+                let next = range.index + 1
+                guard next != refused, next < plan.chunks.count, plan.chunks[next].start == pts else { return nil }
+                return task(plan.chunks[next])
+            }, finished: { chunk, summary in
+                XCTAssertEqual(summary.frames, chunk.range.frames, "chunk \(chunk.range.index)")
+                XCTAssertEqual(summary.output, chunk.path)
+                XCTAssertTrue(FileManager.default.fileExists(atPath: chunk.path), "chunk \(chunk.range.index) named when finished")
+                finished.append(chunk.range.index)
+            })
+            let last = try transcoder.run()
+            runs += 1
+            XCTAssertEqual(last.output, task(plan.chunks[finished.last!]).path)
+            if first == 0 { XCTAssertEqual(finished, [0, 1], "the run stops where the span hands no chunk") }
+        }
+        XCTAssertEqual(finished, Array(plan.chunks.indices))
+        XCTAssertEqual(runs, 2)
+        let joined = try Transcoder(job: job).join(chunks: plan.chunks.map { task($0).path })
+        XCTAssertEqual(joined.frames, plan.frames)
+        // Every chunk starts with a keyframe.
+        let packets = try MediaProbe.packets(job.output, stream: 0)
+        var starts: Set<Int> = [], n = 0
+        for range in plan.chunks {
+            starts.insert(n)
+            n += range.frames
+        }
+        XCTAssertTrue(starts.isSubset(of: packets.indices.filter { packets[$0].isKeyframe }))
+        // The first run's pictures are one pass's, across its chunks; the second run's start
+        // anew from its keyframe (the temporal hold warmed on the pre-roll, as any chunk's).
+        let a = try Measure.frames(single.output), b = try Measure.frames(job.output)
+        XCTAssertEqual(a.count, b.count)
+        XCTAssertEqual(a.map(\.pts), b.map(\.pts))
+        let secondRun = plan.chunks[..<refused].reduce(0) { $0 + $1.frames }
+        for (i, (x, y)) in zip(a, b).enumerated() {
+            for p in 0..<3 {
+                let psnr = Measure.psnr(x.frame.planes[p], y.frame.planes[p])
+                if i < secondRun {
+                    XCTAssertEqual(psnr, .infinity, "frame \(i) plane \(p)")
+                } else {
+                    XCTAssertGreaterThanOrEqual(psnr, 50, "frame \(i) plane \(p)")
+                }
+            }
+        }
+    }
+
+    /// x265 in one encoder across chunks: each chunk starts with an IDR picture (unit type 19
+    /// or 20, its picture order count begun anew), not a CRA picture whose count goes on (x265's
+    /// open GOPs), so a chunk made again by a new encoder, as a resume does, joins before a
+    /// chunk the span made: every picture at its time, each close to one pass's. (With CRA
+    /// pictures such a join could hold two pictures of one count, and decoded out of order.)
+    func testX265ChunksMadeByOneEncoderStartWithIDRPicturesAndJoinAfterARedoneChunk() throws {
+        let dir = try workspace(copying: ["chunk-h264-bframes.mp4"])
+        let options = UpscaleOptions(encoder: EncoderSettings(preset: "ultrafast", threads: 1), threads: 2, overwrite: true)
+        let (single, job) = try jobs("chunk-h264-bframes.mp4", options, in: dir)
+        _ = try Transcoder(job: single).run()
+        let (plan, task) = try halfSecondChunks(job, in: dir)
+        var part = job
+        part.chunk = task(plan.chunks[0])
+        let transcoder = Transcoder(job: part)
+        var finished: [Int] = []
+        transcoder.span = ChunkSpan(claim: { range, pts in
+            let next = range.index + 1
+            return next < plan.chunks.count && plan.chunks[next].start == pts ? task(plan.chunks[next]) : nil
+        }, finished: { chunk, _ in finished.append(chunk.range.index) })
+        _ = try transcoder.run()
+        XCTAssertEqual(finished, Array(plan.chunks.indices), "one encoder made every chunk")
+        var packet: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        for range in plan.chunks {
+            let reader = try ChunkReader(path: task(range).path)
+            XCTAssertTrue(try reader.read(into: packet!))
+            XCTAssertTrue(VideoEncoder.isIDR(packet!, codec: .hevc), "chunk \(range.index) starts with an IDR picture")
+            av_packet_unref(packet)
+        }
+        // Chunk 1 made again by a new encoder; the chunks after it stay as the span made them.
+        var redo = job
+        redo.chunk = task(plan.chunks[1])
+        _ = try Transcoder(job: redo).run()
+        _ = try Transcoder(job: job).join(chunks: plan.chunks.map { task($0).path })
+        let a = try Measure.frames(single.output), b = try Measure.frames(job.output)
+        XCTAssertEqual(a.count, b.count)
+        XCTAssertEqual(a.map(\.pts), b.map(\.pts))
+        for (i, (x, y)) in zip(a, b).enumerated() {
+            XCTAssertGreaterThan(Measure.psnr(x.frame.planes[0], y.frame.planes[0]), 30, "frame \(i)")
+        }
     }
 
     /// Refinement on: each chunk's temporal hold is warmed on the pre-roll frames before it, so
