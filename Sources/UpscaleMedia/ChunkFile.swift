@@ -104,6 +104,9 @@ final class ChunkWriter {
             unlink(temporaryPath)
             throw Self.writeError(path, code)
         }
+        // The name too, before the ledger says done: after a power cut a chunk recorded done
+        // whose rename was lost is only made again, but that is a chunk's work for nothing.
+        FolderWrites.sync(folder: (path as NSString).deletingLastPathComponent)
         return hash.value
     }
 
