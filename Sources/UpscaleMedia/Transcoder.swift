@@ -114,13 +114,13 @@ public final class ChunkSpan: @unchecked Sendable {
 /// How `pump` goes on into the next chunk: the reader claims it, the writer closes the chunk
 /// before it and gets the new chunk's file once its first packet comes.
 private final class ChunkFollow: @unchecked Sendable {
-    let claim: (ChunkRange, Int64) -> ChunkTask?
+    let span: ChunkSpan
     let begin: (_ next: ChunkTask, _ framesSoFar: Int) throws -> PacketSink
     private let lock = NSLock()
     private var starts: [Int64: ChunkTask] = [:]
 
-    init(claim: @escaping (ChunkRange, Int64) -> ChunkTask?, begin: @escaping (ChunkTask, Int) throws -> PacketSink) {
-        self.claim = claim
+    init(span: ChunkSpan, begin: @escaping (ChunkTask, Int) throws -> PacketSink) {
+        self.span = span
         self.begin = begin
     }
 
@@ -625,7 +625,7 @@ public final class Transcoder {
             return summary
         }
         let follow = span.flatMap { span in
-            encoder.forcesKeyframes ? ChunkFollow(claim: span.claim, begin: { next, framesSoFar in
+            encoder.forcesKeyframes ? ChunkFollow(span: span, begin: { next, framesSoFar in
                 try span.finished(task, try close(framesSoFar - base))
                 base = framesSoFar
                 task = next
@@ -715,7 +715,7 @@ public final class Transcoder {
                     if let chunk = range {
                         var place = pts == noPTS ? 1 : chunk.place(pts)
                         // The first picture past the chunk: on into the next one where it is ours to make.
-                        if place > 0, kept > 0, let follow, let next = follow.claim(chunk, pts) {
+                        if place > 0, kept > 0, let follow, let next = follow.span.claim(chunk, pts) {
                             follow.announce(next, at: pts)
                             range = next.range
                             kept = 0

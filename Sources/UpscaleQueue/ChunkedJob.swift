@@ -74,16 +74,13 @@ final class ChunkLedger {
     func claim() throws -> ChunkRange? {
         try locked {
             try db.transaction {
-                let rows = try db.query("SELECT idx, state FROM chunks WHERE state IN ('queued', 'running') ORDER BY idx")
-                var queued: [Int] = [], running: Set<Int> = []
-                for row in rows {
+                var queued: [Int: [String: SQLValue]] = [:], running: Set<Int> = []
+                for row in try db.query("SELECT * FROM chunks WHERE state IN ('queued', 'running')") {
                     let index = row["idx"]!.int!
-                    if row["state"]?.string == State.queued.rawValue { queued.append(index) } else { running.insert(index) }
+                    if row["state"]?.string == State.queued.rawValue { queued[index] = row } else { running.insert(index) }
                 }
-                guard let index = Self.start(queued: queued, running: running),
-                      let row = try db.query("SELECT * FROM chunks WHERE idx = ?", [index]).first else { return nil }
-                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
-                return Self.range(row)
+                guard let index = Self.start(queued: queued.keys.sorted(), running: running) else { return nil }
+                return try take(queued[index]!)
             }
         }
     }
@@ -111,10 +108,16 @@ final class ChunkLedger {
             try db.transaction {
                 guard let row = try db.query("SELECT * FROM chunks WHERE idx = ? AND state = 'queued' AND start = ?", [index, start]).first
                 else { return nil }
-                _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [index])
-                return Self.range(row)
+                return try take(row)
             }
         }
+    }
+
+    /// The queued chunk `row`, now running (inside a claim's transaction).
+    private func take(_ row: [String: SQLValue]) throws -> ChunkRange {
+        let range = Self.range(row)
+        _ = try db.query("UPDATE chunks SET state = 'running', attempts = attempts + 1 WHERE idx = ?", [range.index])
+        return range
     }
 
     /// A chunk finished: its checksum; the encoder the first finished chunk was made with and
