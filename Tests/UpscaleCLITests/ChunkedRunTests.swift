@@ -172,6 +172,38 @@ final class ChunkedRunTests: XCTestCase {
         try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
     }
 
+    /// The same with an encoder that goes on from chunk to chunk (x264 here; FFV1 above makes a
+    /// new one per chunk): killed after two of its chunks are finished, while it holds the one it
+    /// is finishing and the one it has begun. The resume keeps every finished chunk, redoes at
+    /// most those two, and the joined chunks decode to exactly one pass's pictures (lossless
+    /// H.264, no refinement), the kept ones and the redone ones alike.
+    func testAKilledRunOfOneEncoderForManyChunksResumesToTheOnePassPictures() throws {
+        let dir = try workspace()
+        let single = try run([source, "-o", "single.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
+        XCTAssertEqual(single.status, 0, single.stderr)
+        let arguments = [source, "-o", "chunked.mkv", "--codec", "h264", "--crf", "0", "--preset", "veryfast", "--no-refine",
+                         "--threads", "1", "--chunk-seconds", "1"]
+        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
+        let (process, _) = try start(arguments, in: dir)
+        try waitForChunks(work, atLeast: 2, process: process)
+        for pid in [process.processIdentifier] + descendants(of: process.processIdentifier) { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+        usleep(200_000)
+        let kept = finishedChunks(work)
+        XCTAssertGreaterThanOrEqual(kept, 2)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
+
+        let again = try run(arguments, in: dir)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        let line = try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr)
+        print("after kill -9 of one encoder's run with \(kept) chunk files:", line)
+        let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        XCTAssertEqual(numbers.first, kept, String(line))
+        XCTAssertLessThan(kept, numbers[1], "killed before its last chunk: \(line)")
+        XCTAssertLessThanOrEqual(line.contains("to redo") ? numbers[2] : 0, 2, "only the two chunks in flight are redone: \(line)")
+        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
+    }
+
     /// x265's settings note in each chunk's stream header listed its threads: a resume with
     /// other --threads (or --jobs, or a farm's other machines) kept the chunks, failed at the
     /// join, and so did every run after it.
