@@ -206,6 +206,13 @@ public final class JobLock: @unchecked Sendable {
         close(fd)
     }
 
+    /// A watcher stopping before it could record a finished job's result: the file stays with
+    /// the output the child recorded, and the next watcher finishes the job from it
+    /// (`waitForAll`) rather than run it again beside that output.
+    func leave() {
+        close(fd)
+    }
+
     /// In the job's child: `path` is the output it makes (planned, then where it was placed).
     public static func record(output path: String, in fd: Int32) {
         let text = JobReport.escaped(path) + "\n"

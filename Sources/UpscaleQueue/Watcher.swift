@@ -562,6 +562,8 @@ final class RunningJob: @unchecked Sendable {
     private var summaryFrames: Int?
     private var error: (kind: String, text: String)?
     private var lastFrameAt = Date()
+    /// Stopped before its finished result could be recorded: its lock file stays (`JobLock.leave`).
+    private var leavesLock = false
 
     init(claim: JobClaim, watcher: Watcher) {
         self.claim = claim
@@ -673,7 +675,7 @@ final class RunningJob: @unchecked Sendable {
             // (Said once for the whole watcher: job ids start at 1.)
             watcher.sayOnce(job: 0, "lock", "\(error); jobs run without their locks, and one whose child outlives a killed watcher may be made twice")
         }
-        defer { jobLock?.release() }
+        defer { if lock.withLock({ leavesLock }) { jobLock?.leave() } else { jobLock?.release() } }
         var arguments = job.settings + ["--child-report-fd", String(JobProcess.reportDescriptor), "--unique-name", "--wait-for-space"]
         if jobLock != nil { arguments += ["--child-lock-fd", String(JobLock.childDescriptor)] }
         arguments += ["--output", outputFolder + "/", "--", source]
@@ -802,18 +804,22 @@ final class RunningJob: @unchecked Sendable {
         // The final count and rate (a job shorter than a heartbeat would otherwise show none):
         // finished jobs are what the queue's ETA is measured on.
         let written = lock.withLock { summaryFrames ?? frames }
-        _ = try? store.heartbeat(claim, progress: JobProgress(framesDone: written, framesTotal: written, fps: seconds > 0 ? Double(written) / seconds : nil),
-                                 lease: config.lease, now: now)
-        try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
-        guard (try? store.setOutput(claim, output: relativeOutput)) == true,
-              (try? store.markFinishing(claim, now: now)) == true else {
+        let progress = JobProgress(framesDone: written, framesTotal: written, fps: seconds > 0 ? Double(written) / seconds : nil)
+        // The lease is renewed with each try, so that the job is not taken again while the
+        // store cannot be written.
+        let recorded = recordResult(of: relativeOutput) {
+            try store.heartbeat(claim, progress: progress, lease: config.lease, now: now)
+                && store.setOutput(claim, output: relativeOutput) && store.markFinishing(claim, now: now)
+        }
+        guard recorded == true else {
             // The claim went after the child's last look for a stop and before it was marked
             // finishing (the child placed its output and exited 0 within the quarter second
             // between the loop's checks): as above, the output goes (its chunks went with its
-            // join). Only once the claim is seen gone, not on a failed write to the store.
-            if (try? store.holds(claim)) == false { removeStray(planned.path) }
+            // join). A watcher stopping meanwhile leaves it to the next one (nil).
+            if recorded == false { removeStray(planned.path) }
             return
         }
+        try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }
         // Replaced while it was upscaled (saved under a temporary name, then renamed over it, as
         // rsync and editors do): the job read the version queued to the end, and the new one was
@@ -841,11 +847,42 @@ final class RunningJob: @unchecked Sendable {
         } catch {
             stays(error)
         }
-        try? store.finish(id: job.id, now: now)
+        // (It stayed "finishing" until the watcher's next start after a failed write.)
+        _ = recordResult(of: relativeOutput) {
+            try store.finish(id: job.id, now: now)
+            return true
+        }
         watcher.forgetSaid(job.id)
         let done = lock.withLock { summaryFrames ?? frames }
         watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
         runExecAfter(input: original, output: planned.path, state: "done", error: "")
+    }
+
+    /// Writes a finished job's result to the store with `write`, tried again every second while
+    /// the store cannot be written (its disk full, say: the output may have taken the last of
+    /// it): true once written, false if the claim is seen gone (cancelled, or taken again),
+    /// nil if the watcher stops first (the job's lock file then stays with its output, and the
+    /// next watcher finishes the job from it). A job left "running" by one failed write was
+    /// taken again after its lease and made a second output beside the first (`… 2`).
+    private func recordResult(of output: String, _ write: () throws -> Bool) -> Bool? {
+        var failed = false
+        while true {
+            do {
+                let written = try write()
+                if failed { watcher.log("'\(claim.job.source)': its result is recorded") }
+                return written
+            } catch {
+                if !failed {
+                    failed = true
+                    watcher.log("'\(claim.job.source)' is done, but the queue cannot record it (\(error)); '\(output)' is kept, and the record is tried again every second (free some space if the disk is full)")
+                }
+            }
+            if lock.withLock({ shuttingDown }) {
+                lock.withLock { leavesLock = true }
+                return nil
+            }
+            usleep(1_000_000)
+        }
     }
 
     /// A file not whole yet that changed less than `unfinishedWait` ago: a copy that paused

@@ -23,6 +23,15 @@ final class CLITests: XCTestCase {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
     }
 
+    /// Writes `file` until its disk has no room left (a small tmpfs in the disk-full tests).
+    static func fillDisk(with file: URL) throws {
+        FileManager.default.createFile(atPath: file.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: file)
+        let block = Data(count: 1 << 16)
+        while (try? handle.write(contentsOf: block)) != nil {}
+        try handle.close()
+    }
+
     private func workspace(_ names: [String]) throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -450,11 +450,7 @@ final class ChunkedRunTests: XCTestCase {
         try waitForChunks(work, atLeast: 1, process: process)
         // Fill what is left of the disk.
         let filler = small.appendingPathComponent("filler")
-        FileManager.default.createFile(atPath: filler.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: filler)
-        let block = Data(count: 1 << 20)
-        while (try? handle.write(contentsOf: block)) != nil {}
-        try handle.close()
+        try CLITests.fillDisk(with: filler)
         let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 1, text)

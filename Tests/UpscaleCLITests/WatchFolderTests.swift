@@ -474,6 +474,69 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Originals"), [])
     }
 
+    /// The watch folder's disk filled up after a job's child placed its output and before the
+    /// watcher recorded it (the hook holds the watcher there for 3 s while the test fills the
+    /// disk): the record is tried again until there is room, the job stays the watcher's
+    /// meanwhile, and it ends done with its one output and its original in Originals/. One
+    /// failed write left the job "running"; 30 s later its lease ran out, it was taken again
+    /// and made `a Upscaled 2.mp4` beside the first output.
+    func testAJobWhoseResultCannotBeRecordedYetKeepsItsOneOutput() throws {
+        let (watcher, filler) = try jobHeldByAFullDisk()
+        try FileManager.default.removeItem(at: filler)
+        try waitFor("the job to be done", timeout: 45) { try listing().jobs.first?.state == "done" }
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertTrue(watcher.isRunning)
+        try assertDoneWithOneOutput()
+    }
+
+    /// The same with the watcher stopped (SIGTERM) while it waits to record: it exits, and the
+    /// next watcher finishes the job from the output its child recorded in the job's lock
+    /// file, which stays (the job was run again beside its output).
+    func testAWatcherStoppedBeforeItCouldRecordAResultLeavesItToTheNext() throws {
+        let (watcher, filler) = try jobHeldByAFullDisk()
+        kill(watcher.processIdentifier, SIGTERM)
+        watcher.waitUntilExit()
+        XCTAssertEqual(watcher.terminationStatus, 0)
+        try FileManager.default.removeItem(at: filler)
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        try assertDoneWithOneOutput()
+    }
+
+    /// A job of `a.mp4` whose output is placed in Upscaled/ while the watch folder's disk (a
+    /// small tmpfs) is full, so that the watcher cannot record it: the watcher, and the filler
+    /// file to remove for room.
+    private func jobHeldByAFullDisk() throws -> (Process, URL) {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
+        let mount = try DamageRun.run("/bin/sh", ["-c", "mount -t tmpfs -o size=96m tmpfs \"$0\"", inbox.path], timeout: 30)
+        guard mount.status == 0 else { throw XCTSkip("tmpfs cannot be mounted here: \(mount.stderr)") }
+        addTeardownBlock { [inbox] in _ = try? DamageRun.run("/bin/sh", ["-c", "umount \"$0\"", inbox!.path], timeout: 30) }
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:3"])
+        // (Teardown blocks run last-added first: the watcher ends before the unmount.)
+        addTeardownBlock {
+            if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
+            watcher.waitUntilExit()
+        }
+        try waitFor("the output to be placed") { files("Upscaled") == ["a Upscaled.mp4"] }
+        // Fill what is left of the disk (in the watcher's own folder, which it does not scan).
+        let filler = inbox.appendingPathComponent(".upscale/filler")
+        try CLITests.fillDisk(with: filler)
+        // Past the hook's hold: the record failed, and is tried again.
+        Thread.sleep(forTimeInterval: 5)
+        XCTAssertEqual(try listing().jobs.first?.state, "running")
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertTrue(files("").contains("a.mp4"), "the original stays until the result is recorded")
+        return (watcher, filler)
+    }
+
+    private func assertDoneWithOneOutput(file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"], file: file, line: line)
+        XCTAssertEqual(files("Originals"), ["a.mp4"], file: file, line: line)
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"], file: file, line: line)
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip), file: file, line: line)
+    }
+
     /// The same cancel followed at once by a retry, with a second job slot that claims the
     /// retried job while its first run is held: the job runs again once the first run has
     /// ended, and makes the one output (the first run's stayed beside it, and the retried
