@@ -118,8 +118,8 @@ public protocol JobStore: AnyObject {
     func waitForSpace(_ claim: JobClaim, reason: String, until: Double, now: Double) throws
     /// Back to queued without counting the run (the watcher is shutting down).
     func release(_ claim: JobClaim, now: Double) throws
-    /// Running jobs whose lease ran out go back to the queue.
-    func requeueExpired(now: Double) throws -> Int
+    /// Running jobs whose lease ran out go back to the queue, but for those in `sparing`.
+    func requeueExpired(now: Double, sparing: Set<Int64>) throws -> Int
     /// Every running (and, with `finishing`, finishing) job goes back to the queue: the caller
     /// holds the folder's lock, so their watcher is gone.
     func requeueAbandoned(id: Int64?, now: Double) throws -> Int
@@ -135,4 +135,9 @@ public protocol JobStore: AnyObject {
     func isPaused() throws -> Bool
     func setting(_ key: String) throws -> String?
     func setSetting(_ key: String, _ value: String) throws
+}
+
+extension JobStore {
+    /// Every running job whose lease ran out goes back to the queue.
+    public func requeueExpired(now: Double) throws -> Int { try requeueExpired(now: now, sparing: []) }
 }

@@ -237,12 +237,14 @@ public final class SQLiteJobStore: JobStore {
             """, [now])
     }
 
-    public func requeueExpired(now: Double) throws -> Int {
+    public func requeueExpired(now: Double, sparing: Set<Int64>) throws -> Int {
         try locked {
+            let spared = sparing.sorted()
             try db.query("""
                 UPDATE jobs SET state = 'queued', token = NULL, owner = NULL, lease_expires = NULL, frames_done = 0,
                     fps = NULL, updated = ? WHERE state = 'running' AND lease_expires < ?
-                """, [now, now])
+                """ + (spared.isEmpty ? "" : " AND id NOT IN (" + spared.map { _ in "?" }.joined(separator: ", ") + ")"),
+                [now, now] as [SQLBindable] + spared.map { $0 as SQLBindable })
             let rescued = db.changes
             try countRescues(rescued)
             return rescued

@@ -139,7 +139,10 @@ public final class Watcher: @unchecked Sendable {
                 folderWasAvailable = true
             }
             do {
-                _ = try store.requeueExpired(now: now)
+                // A job whose output is in place while the store could not be written (its
+                // lease ran out meanwhile) stays its run's: taken again, it was made again.
+                let jobs = lock.withLock { Array(running.values) }
+                _ = try store.requeueExpired(now: now, sparing: Set(jobs.filter(\.isRecording).map(\.claim.job.id)))
                 // While files are settling, look again sooner (a settle time under the poll interval is honoured).
                 let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
                 if now - lastRescan >= rescan {
@@ -564,6 +567,9 @@ final class RunningJob: @unchecked Sendable {
     private var lastFrameAt = Date()
     /// Stopped before its finished result could be recorded: its lock file stays (`JobLock.leave`).
     private var leavesLock = false
+    /// Its child placed its output and ended, and its result is being recorded (`recordResult`).
+    private var recording = false
+    var isRecording: Bool { lock.withLock { recording } }
 
     init(claim: JobClaim, watcher: Watcher) {
         self.claim = claim
@@ -740,7 +746,10 @@ final class RunningJob: @unchecked Sendable {
                 process.kill9()
             }
         }
-        lock.withLock { child = nil }
+        lock.withLock {
+            child = nil
+            recording = outcome == .exited(0) && !cancelled
+        }
         if !cancelled { TestHook.pauseIfBeforeRecording() }
         let seconds = Date().timeIntervalSince(started)
         let planned = lock.withLock { output }
@@ -869,7 +878,7 @@ final class RunningJob: @unchecked Sendable {
         while true {
             do {
                 let written = try write()
-                if failed { watcher.log("'\(claim.job.source)': its result is recorded") }
+                if failed && written { watcher.log("'\(claim.job.source)': its result is recorded") }
                 return written
             } catch {
                 if !failed {

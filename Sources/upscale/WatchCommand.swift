@@ -93,6 +93,9 @@ struct WatchCommand: ParsableCommand {
         if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_ORPHAN_SECONDS"], let seconds = Double(text) {
             config.orphanGrace = seconds
         }
+        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_LEASE_SECONDS"], let seconds = Double(text) {
+            config.lease = seconds
+        }
         let stop = CancellationFlag()
         let trap = SignalTrap { stop.cancel() }
         defer { withExtendedLifetime(trap) {} }

@@ -477,9 +477,11 @@ final class WatchFolderTests: XCTestCase {
     /// The watch folder's disk filled up after a job's child placed its output and before the
     /// watcher recorded it (the hook holds the watcher there for 3 s while the test fills the
     /// disk): the record is tried again until there is room, the job stays the watcher's
-    /// meanwhile, and it ends done with its one output and its original in Originals/. One
-    /// failed write left the job "running"; 30 s later its lease ran out, it was taken again
-    /// and made `a Upscaled 2.mp4` beside the first output.
+    /// meanwhile, past its lease (2 s here), and it ends done with its one output, run once, and
+    /// its original in Originals/. One failed write left the job "running"; once its lease ran
+    /// out (30 s) it was taken again and made `a Upscaled 2.mp4` beside the first output. Then,
+    /// with the record tried again, a lease that ran out while the disk was full had the output
+    /// removed and the job made a second time.
     func testAJobWhoseResultCannotBeRecordedYetKeepsItsOneOutput() throws {
         let (watcher, filler) = try jobHeldByAFullDisk()
         try FileManager.default.removeItem(at: filler)
@@ -512,7 +514,8 @@ final class WatchFolderTests: XCTestCase {
         addTeardownBlock { [inbox] in _ = try? DamageRun.run("/bin/sh", ["-c", "umount \"$0\"", inbox!.path], timeout: 30) }
         try drop(Self.clip, as: "a.mp4")
         let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
-                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:3"])
+                                     environment: ["UPSCALE_TEST_HOOK": "pause-before-recording:3", "UPSCALE_WATCH_LEASE_SECONDS": "2",
+                                                   "UPSCALE_WATCH_RETRY_SECONDS": "0.1"])
         // (Teardown blocks run last-added first: the watcher ends before the unmount.)
         addTeardownBlock {
             if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
@@ -534,6 +537,7 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"], file: file, line: line)
         XCTAssertEqual(files("Originals"), ["a.mp4"], file: file, line: line)
         XCTAssertEqual(try listing().jobs.map(\.state), ["done"], file: file, line: line)
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1], "run once", file: file, line: line)
         XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/a Upscaled.mp4")), try frames(Self.clip), file: file, line: line)
     }
 

@@ -51,6 +51,9 @@ final class JobStoreTests: XCTestCase {
         XCTAssertNil(try store.claim(owner: "two", lease: 5, now: 101))
         XCTAssertTrue(try store.heartbeat(first, progress: JobProgress(framesDone: 3, framesTotal: 10, fps: 1), lease: 5, now: 102))
         XCTAssertEqual(try store.requeueExpired(now: 106), 0, "the heartbeat extended the lease to 107")
+        // A job whose result its watcher is still recording is spared.
+        XCTAssertEqual(try store.requeueExpired(now: 108, sparing: [first.job.id, first.job.id + 1]), 0)
+        XCTAssertTrue(try store.holds(first))
         XCTAssertEqual(try store.requeueExpired(now: 108), 1)
         let second = try XCTUnwrap(try store.claim(owner: "two", lease: 5, now: 109))
         XCTAssertEqual(second.job.id, first.job.id)
