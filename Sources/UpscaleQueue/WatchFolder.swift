@@ -234,10 +234,16 @@ public final class JobLock: @unchecked Sendable {
         public var unknown = false
         /// Jobs with a run that started a child: the output it recorded (nil: none yet).
         public var outputs: [Int64: String?] = [:]
+        /// The lock files read: removed once the store has what they say (`removeFiles`).
+        var files: [String] = []
+
+        /// After the store has what the files say: a watcher that failed to write it (its disk
+        /// full) left them for the next one, which ran the jobs again beside their outputs.
+        func removeFiles() { files.forEach { unlink($0) } }
     }
 
-    /// Waits for every lock a killed watcher's children still hold, reads what they recorded
-    /// and removes the files. Children that have not ended `grace` seconds after the wait
+    /// Waits for every lock a killed watcher's children still hold and reads what they recorded
+    /// (the files stay until `Left.removeFiles`). Children that have not ended `grace` seconds after the wait
     /// began (stuck writing to a share that went away) are ended with SIGKILL and their
     /// temporary outputs removed. Nil if `stop` was set meanwhile.
     static func waitForAll(folder: WatchFolder, grace: Double, stop: CancellationFlag, say: (String) -> Void) -> Left? {
@@ -274,7 +280,7 @@ public final class JobLock: @unchecked Sendable {
                 }
             }
             left.outputs[id] = .some(recorded(fd))
-            unlink(path)
+            left.files.append(path)
         }
         return left
     }

@@ -122,6 +122,9 @@ public final class Watcher: @unchecked Sendable {
         let abandoned = try store.requeueAbandoned(id: nil, now: now)
         if abandoned > 0 { say("\(abandoned) job(s) interrupted by the last watcher go back to the queue") }
         try recoverFinishing()
+        // Only now that the store has what they said (a write above could fail: the disk a
+        // stopped watcher could not record a result on may still be full).
+        runs.removeFiles()
         for folder in [config.folder.originals, config.folder.failed] { SafeFiles.removeStaleCopies(under: folder) }
         var lastRescan = 0.0
         while !stop.isCancelled {
@@ -851,16 +854,19 @@ final class RunningJob: @unchecked Sendable {
         }
         let originals = config.folder.mirror(config.folder.originals, of: job.source)
         var original = source
+        var stayed = false
         do {
             original = try SafeFiles.move(source, into: originals)
         } catch {
-            stays(error)
+            stayed = stays(error)
         }
-        // (It stayed "finishing" until the watcher's next start after a failed write.)
-        _ = recordResult(of: relativeOutput) {
+        // (It stayed "finishing" until the watcher's next start after a failed write.) The
+        // original's "stays" goes with it: done without it, the file was queued again.
+        guard recordResult(of: relativeOutput, {
+            if stayed { try store.markStayed(id: job.id) }
             try store.finish(id: job.id, now: now)
             return true
-        }
+        }) != nil else { return }
         watcher.forgetSaid(job.id)
         let done = lock.withLock { summaryFrames ?? frames }
         watcher.log("done '\(job.source)' → '\(relativeOutput)' (\(String(format: "%.1f", seconds)) s, \(String(format: "%.1f", seconds > 0 ? Double(done) / seconds : 0)) fps)")
@@ -874,17 +880,21 @@ final class RunningJob: @unchecked Sendable {
     /// next watcher finishes the job from it). A job left "running" by one failed write was
     /// taken again after its lease and made a second output beside the first (`… 2`).
     private func recordResult(of output: String, _ write: () throws -> Bool) -> Bool? {
-        var failed = false
+        var failedSince: Date?
+        var said = Date.distantPast
         while true {
             do {
                 let written = try write()
-                if failed && written { watcher.log("'\(claim.job.source)': its result is recorded") }
+                if failedSince != nil && written { watcher.log("'\(claim.job.source)': its result is recorded") }
                 return written
             } catch {
-                if !failed {
-                    failed = true
-                    watcher.log("'\(claim.job.source)' is done, but the queue cannot record it (\(error)); '\(output)' is kept, and the record is tried again every second (free some space if the disk is full)")
+                // Said again each minute it lasts.
+                if Date().timeIntervalSince(said) >= 60 {
+                    said = Date()
+                    let since = failedSince.map { " for \(Int(Date().timeIntervalSince($0))) s" } ?? ""
+                    watcher.log("'\(claim.job.source)' is done, but the queue cannot record it\(since) (\(error)); '\(output)' is kept, and the record is tried again every second (free some space if the disk is full)")
                 }
+                if failedSince == nil { failedSince = Date() }
             }
             if lock.withLock({ shuttingDown }) {
                 lock.withLock { leavesLock = true }
@@ -933,14 +943,15 @@ final class RunningJob: @unchecked Sendable {
     }
 
     /// The original could not be moved out: it stays, and is not taken again unless it changes
-    /// (it was queued again at the next scan, and upscaled again and again).
-    private func stays(_ error: Error) {
+    /// (it was queued again at the next scan, and upscaled again and again). True when it is
+    /// still there, for the caller to mark so in the store (`markStayed`).
+    private func stays(_ error: Error) -> Bool {
         guard FileManager.default.fileExists(atPath: config.folder.path(claim.job.source)) else {
             watcher.log("'\(claim.job.source)': \(error)")
-            return
+            return false
         }
-        try? store.markStayed(id: claim.job.id)
         watcher.log("'\(claim.job.source)': \(error); the original stays in place and is not taken again unless it changes (move it out yourself)")
+        return true
     }
 
     private func finishFailed(reason: String, detail: String, transient: Bool, crashed: Bool, status: String = "", move: Bool = true) {
@@ -978,7 +989,7 @@ final class RunningJob: @unchecked Sendable {
                     """
                 try? Data(text.utf8).write(to: URL(fileURLWithPath: WatchFolder.errorNote(for: moved)))
             } catch {
-                stays(error)
+                if stays(error) { try? store.markStayed(id: job.id) }
             }
         }
         watcher.forgetSaid(job.id)

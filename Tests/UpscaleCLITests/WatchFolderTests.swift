@@ -493,14 +493,26 @@ final class WatchFolderTests: XCTestCase {
 
     /// The same with the watcher stopped (SIGTERM) while it waits to record: it exits, and the
     /// next watcher finishes the job from the output its child recorded in the job's lock
-    /// file, which stays (the job was run again beside its output).
+    /// file, which stays (the job was run again beside its output). A watcher started while
+    /// the disk is still full fails before it can write that down, and leaves the file too (it
+    /// removed it as it read it).
     func testAWatcherStoppedBeforeItCouldRecordAResultLeavesItToTheNext() throws {
         let (watcher, filler) = try jobHeldByAFullDisk()
         kill(watcher.processIdentifier, SIGTERM)
         watcher.waitUntilExit()
         XCTAssertEqual(watcher.terminationStatus, 0)
+        let locks = { (try? FileManager.default.contentsOfDirectory(atPath: self.inbox.appendingPathComponent(".upscale/running").path)) ?? [] }
+        XCTAssertEqual(locks().count, 1)
+        // (What the store's closing freed is filled too.)
+        let more = inbox.appendingPathComponent(".upscale/filler-2")
+        try CLITests.fillDisk(with: more)
+        XCTAssertNotEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(locks().count, 1)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
         try FileManager.default.removeItem(at: filler)
+        try FileManager.default.removeItem(at: more)
         XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        XCTAssertEqual(locks(), [])
         try assertDoneWithOneOutput()
     }
 
