@@ -1,4 +1,5 @@
 import ArgumentParser
+import DamageCorpus
 import Foundation
 import UpscaleCore
 import UpscaleImages
@@ -17,6 +18,8 @@ struct ChunkBench: ParsableCommand {
 
     @Flag(help: "Skip the 4K→7680 case.") var small = false
     @Flag(help: "Only a 40 s 720p pan (keyframe every 2 s) in the default 10 s chunks and in 2 s chunks, one worker, beside the ffmpeg command.") var long = false
+    @Option(help: "Instead: this many cycles of a 20 s 720p pan in 2 s chunks killed with SIGKILL 1-3 times at random moments, then resumed; what the outputs lost against one pass.") var kills = 0
+    @Option(help: "Seed for the kill moments (with --kills).") var seed: UInt64 = 7
 
     func run() throws {
         guard ChildRun.available("ffmpeg") else {
@@ -26,6 +29,7 @@ struct ChunkBench: ParsableCommand {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-chunks-\(getpid())").path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
+        if kills > 0 { return try killCycles(work: work) }
         // Keyframes every second, chunks of 2 s (the default is 10 s: on these short clips that
         // would be one piece). The 4K pan: 16 frames, keyframe every 8, chunks of 8 frames.
         var cases: [(String, String, Int, String, Double)] = [
@@ -83,6 +87,85 @@ struct ChunkBench: ParsableCommand {
                 }
             }
         }
+    }
+
+    /// Each cycle: the 20 s pan in 2 s chunks (one encoder goes on from chunk to chunk),
+    /// killed with SIGKILL (the command and its job child) 1-3 times at random moments of a
+    /// full run, each time run again (a resume), then run to its end; the output against one
+    /// pass: its frame count and times, its luma PSNR, and whether it decodes cleanly.
+    private func killCycles(work: String) throws {
+        var rng = SplitMix64(seed: seed)
+        let clip = try makePan(work: work, name: "pan720kill", size: (1280, 720), frames: 600, step: 2, gop: 60)
+        let base = [clip, "--width", "2560", "--preset", "ultrafast", "--crf", "28", "--quiet"]
+        let reference = work + "/one-pass.mp4", out = work + "/chunked.mp4"
+        guard try ChildRun.run(upscaleBinary(), base + ["--chunk-seconds", "0", "--output", reference]).status == 0 else {
+            throw ValidationError("the one-pass run failed")
+        }
+        let whole = try ChildRun.run(upscaleBinary(), base + ["--chunk-seconds", "2", "--output", out])
+        guard whole.status == 0 else { throw ValidationError("the uninterrupted chunked run failed") }
+        let uninterrupted = try against(reference, out)
+        let expected = try against(reference, reference).frames
+        var wrongFrames = 0, wrongTimes = 0, failed = 0, undecodable = 0, finishedEarly = 0, killed = 0
+        var lowest = Double.infinity
+        for cycle in 0..<kills {
+            try? FileManager.default.removeItem(atPath: out)
+            for _ in 0..<(1 + Int(rng.next() % 3)) {
+                let run = Process()
+                run.executableURL = URL(fileURLWithPath: upscaleBinary())
+                run.arguments = base + ["--chunk-seconds", "2", "--output", out]
+                run.standardOutput = FileHandle.nullDevice
+                run.standardError = FileHandle.nullDevice
+                try run.run()
+                let fraction = 0.05 + 0.9 * Double(rng.next() % 1000) / 1000
+                usleep(UInt32(fraction * whole.seconds * 1_000_000))
+                let tree = treeProcesses(run.processIdentifier)
+                tree.forEach { kill($0, SIGKILL) }
+                run.waitUntilExit()
+                // The job child, killed too, may still be ending (its run holds the work folder).
+                while tree.contains(where: { kill($0, 0) == 0 && resident($0) > 0 }) { usleep(20_000) }
+                killed += 1
+                if FileManager.default.fileExists(atPath: out) {
+                    finishedEarly += 1
+                    break
+                }
+            }
+            if !FileManager.default.fileExists(atPath: out),
+               try ChildRun.run(upscaleBinary(), base + ["--chunk-seconds", "2", "--output", out]).status != 0 {
+                failed += 1
+                print("  cycle \(cycle): the run after the kills failed")
+                continue
+            }
+            let r = try against(reference, out)
+            if r.frames != expected { wrongFrames += 1 }
+            if !r.sameTimes { wrongTimes += 1 }
+            if !r.clean { undecodable += 1 }
+            lowest = min(lowest, r.low)
+        }
+        print("chunk kill -9 cycles: \(kills) (\(killed) kills at random moments of a \(String(format: "%.1f", whole.seconds)) s run, 20 s 720p pan → 2560 in 2 s chunks, ultrafast; \(finishedEarly) cycles ended by a run between kills)")
+        print("  runs after the kills failed \(failed); outputs with a wrong frame count \(wrongFrames), other times than one pass's \(wrongTimes), decode errors \(undecodable)")
+        print(String(format: "  lowest luma PSNR against one pass %.2f dB (an uninterrupted chunked run: %.2f dB)", lowest, uninterrupted.low))
+    }
+
+    /// `b` against `a`, picture by picture: how many pictures `b` has, whether they come at
+    /// `a`'s times, whether `b` decodes to its end without an error, and the lowest luma PSNR.
+    private func against(_ a: String, _ b: String) throws -> (frames: Int, sameTimes: Bool, clean: Bool, low: Double) {
+        let x = try VideoFrameReader(path: a), y = try VideoFrameReader(path: b)
+        var frames = 0, same = true, low = Double.infinity
+        do {
+            while let q = try y.next() {
+                frames += 1
+                guard let p = try x.next() else {
+                    same = false
+                    continue
+                }
+                if p.pts != q.pts { same = false }
+                low = min(low, ImageMetrics.psnr(p.frame.planes[0], q.frame.planes[0]))
+            }
+        } catch {
+            return (frames, false, false, low)
+        }
+        if try x.next() != nil { same = false }
+        return (frames, same, true, low)
     }
 
     private func lumaPSNR(_ a: String, _ b: String) throws -> (Double, Double) {
