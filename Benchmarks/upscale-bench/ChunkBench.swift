@@ -18,7 +18,7 @@ struct ChunkBench: ParsableCommand {
 
     @Flag(help: "Skip the 4K→7680 case.") var small = false
     @Flag(help: "Only a 40 s 720p pan (keyframe every 2 s) in the default 10 s chunks and in 2 s chunks, one worker, beside the ffmpeg command.") var long = false
-    @Option(help: "Instead: this many cycles of a 20 s 720p pan in 2 s chunks killed with SIGKILL 1-3 times at random moments, then resumed; what the outputs lost against one pass.") var kills = 0
+    @Option(help: "Instead: this many cycles of a 20 s 720p pan in 2 s chunks (every other one with --jobs 2) killed with SIGKILL 1-3 times at random moments, then resumed; what the outputs lost against one pass.") var kills = 0
     @Option(help: "Seed for the kill moments (with --kills).") var seed: UInt64 = 7
 
     func run() throws {
@@ -89,8 +89,8 @@ struct ChunkBench: ParsableCommand {
         }
     }
 
-    /// Each cycle: the 20 s pan in 2 s chunks (one encoder goes on from chunk to chunk),
-    /// killed with SIGKILL (the command and its job child) 1-3 times at random moments of a
+    /// Each cycle: the 20 s pan in 2 s chunks (one encoder goes on from chunk to chunk; every
+    /// other cycle with two chunk workers), killed with SIGKILL (the command and its job child) 1-3 times at random moments of a
     /// full run, each time run again (a resume), then run to its end; the output against one
     /// pass: its frame count and times, its luma PSNR, and whether it decodes cleanly.
     private func killCycles(work: String) throws {
@@ -109,10 +109,12 @@ struct ChunkBench: ParsableCommand {
         var lowest = Double.infinity
         for cycle in 0..<kills {
             try? FileManager.default.removeItem(atPath: out)
+            // Every other cycle with two chunk workers (two runs going on from chunk to chunk).
+            let arguments = base + ["--chunk-seconds", "2", "--output", out] + (cycle % 2 == 1 ? ["--jobs", "2"] : [])
             for _ in 0..<(1 + Int(rng.next() % 3)) {
                 let run = Process()
                 run.executableURL = URL(fileURLWithPath: upscaleBinary())
-                run.arguments = base + ["--chunk-seconds", "2", "--output", out]
+                run.arguments = arguments
                 run.standardOutput = FileHandle.nullDevice
                 run.standardError = FileHandle.nullDevice
                 try run.run()
@@ -129,8 +131,7 @@ struct ChunkBench: ParsableCommand {
                     break
                 }
             }
-            if !FileManager.default.fileExists(atPath: out),
-               try ChildRun.run(upscaleBinary(), base + ["--chunk-seconds", "2", "--output", out]).status != 0 {
+            if !FileManager.default.fileExists(atPath: out), try ChildRun.run(upscaleBinary(), arguments).status != 0 {
                 failed += 1
                 print("  cycle \(cycle): the run after the kills failed")
                 continue
@@ -141,7 +142,7 @@ struct ChunkBench: ParsableCommand {
             if !r.clean { undecodable += 1 }
             lowest = min(lowest, r.low)
         }
-        print("chunk kill -9 cycles: \(kills) (\(killed) kills at random moments of a \(String(format: "%.1f", whole.seconds)) s run, 20 s 720p pan → 2560 in 2 s chunks, ultrafast; \(finishedEarly) cycles ended by a run between kills)")
+        print("chunk kill -9 cycles: \(kills) (\(killed) kills at random moments of a \(String(format: "%.1f", whole.seconds)) s run, 20 s 720p pan → 2560 in 2 s chunks, ultrafast, every other cycle with --jobs 2; \(finishedEarly) cycles ended by a run between kills)")
         print("  runs after the kills failed \(failed); outputs with a wrong frame count \(wrongFrames), other times than one pass's \(wrongTimes), decode errors \(undecodable)")
         print(String(format: "  lowest luma PSNR against one pass %.2f dB (an uninterrupted chunked run: %.2f dB)", lowest, uninterrupted.low))
     }
