@@ -81,21 +81,16 @@ struct WatchCommand: ParsableCommand {
         config.execAfter = execAfter
         config.stallSeconds = stallMinutes * 60
         config.unfinishedWait = unfinishedMinutes * 60
-        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_RETRY_SECONDS"], let seconds = Double(text) {
-            config.unavailableRetry = seconds
-            config.backoff = seconds
-            config.spaceRetry = seconds
+        // Test hooks: shorter retry, stall, orphan and lease times than a person would want.
+        let seconds = { (name: String) in ProcessInfo.processInfo.environment[name].flatMap(Double.init) }
+        if let retry = seconds("UPSCALE_WATCH_RETRY_SECONDS") {
+            config.unavailableRetry = retry
+            config.backoff = retry
+            config.spaceRetry = retry
         }
-        // Test hooks: shorter retry and stall times than a person would want.
-        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_STALL_SECONDS"], let seconds = Double(text) {
-            config.stallSeconds = seconds
-        }
-        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_ORPHAN_SECONDS"], let seconds = Double(text) {
-            config.orphanGrace = seconds
-        }
-        if let text = ProcessInfo.processInfo.environment["UPSCALE_WATCH_LEASE_SECONDS"], let seconds = Double(text) {
-            config.lease = seconds
-        }
+        config.stallSeconds = seconds("UPSCALE_WATCH_STALL_SECONDS") ?? config.stallSeconds
+        config.orphanGrace = seconds("UPSCALE_WATCH_ORPHAN_SECONDS") ?? config.orphanGrace
+        config.lease = seconds("UPSCALE_WATCH_LEASE_SECONDS") ?? config.lease
         let stop = CancellationFlag()
         let trap = SignalTrap { stop.cancel() }
         defer { withExtendedLifetime(trap) {} }

@@ -142,34 +142,8 @@ final class ChunkedRunTests: XCTestCase {
     /// command continues from the chunks on disk, redoes only the one in flight, and the
     /// result decodes to the one-pass pictures bit for bit.
     func testKilledRunResumesAndRedoesOnlyTheChunkInFlight() throws {
-        let dir = try workspace()
-        let single = try run([source, "-o", "single.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
-        XCTAssertEqual(single.status, 0, single.stderr)
-
-        let arguments = [source, "-o", "chunked.mkv"] + exact
-        let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
-        let (process, _) = try start(arguments, in: dir)
-        try waitForChunks(work, atLeast: 2, process: process)
-        let children = descendants(of: process.processIdentifier)
-        XCTAssertFalse(children.isEmpty)
-        for pid in [process.processIdentifier] + children { kill(pid, SIGKILL) }
-        process.waitUntilExit()
-        usleep(200_000)
-        let kept = finishedChunks(work)
-        XCTAssertGreaterThanOrEqual(kept, 2)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
-
-        let again = try run(arguments, in: dir)
-        XCTAssertEqual(again.status, 0, again.stderr)
-        // "resuming: 3 of 5 chunks done, 1 to redo"
-        let line = try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr)
-        print("after kill -9 with \(kept) chunk files:", line)
-        let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-        XCTAssertEqual(numbers.first, kept, String(line))
-        let redo = line.contains("to redo") ? numbers[2] : 0
-        XCTAssertLessThanOrEqual(redo, 1, "only the chunk in flight is redone: \(line)")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path), "work folder removed after success")
-        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
+        let resumed = try killAfterTwoChunksAndResume(exact)
+        XCTAssertLessThanOrEqual(resumed.redo, 1, "only the chunk in flight is redone: \(resumed.line)")
     }
 
     /// The same with an encoder that goes on from chunk to chunk (x264 here; FFV1 above makes a
@@ -178,30 +152,44 @@ final class ChunkedRunTests: XCTestCase {
     /// most those two, and the joined chunks decode to exactly one pass's pictures (lossless
     /// H.264, no refinement), the kept ones and the redone ones alike.
     func testAKilledRunOfOneEncoderForManyChunksResumesToTheOnePassPictures() throws {
+        let resumed = try killAfterTwoChunksAndResume(["--codec", "h264", "--crf", "0", "--preset", "veryfast", "--no-refine",
+                                                       "--threads", "1", "--chunk-seconds", "1"])
+        XCTAssertLessThan(resumed.kept, resumed.total, "killed before its last chunk: \(resumed.line)")
+        XCTAssertLessThanOrEqual(resumed.redo, 2, "only the two chunks in flight are redone: \(resumed.line)")
+    }
+
+    /// The clip chunked into chunked.mkv with `options`, killed with SIGKILL (the command and its
+    /// job child) once two chunk files are finished, then run again: the kill left no output,
+    /// the resume says it found every finished chunk ("resuming: 3 of 5 chunks done, 1 to
+    /// redo"), removes its work folder, and its output decodes to one FFV1 pass's pictures bit
+    /// for bit. Returns the chunk files the kill left and the resume's chunk counts.
+    private func killAfterTwoChunksAndResume(_ options: [String], file: StaticString = #filePath,
+                                             line: UInt = #line) throws -> (kept: Int, total: Int, redo: Int, line: String) {
         let dir = try workspace()
         let single = try run([source, "-o", "single.mkv", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "0"], in: dir)
-        XCTAssertEqual(single.status, 0, single.stderr)
-        let arguments = [source, "-o", "chunked.mkv", "--codec", "h264", "--crf", "0", "--preset", "veryfast", "--no-refine",
-                         "--threads", "1", "--chunk-seconds", "1"]
+        XCTAssertEqual(single.status, 0, single.stderr, file: file, line: line)
+        let arguments = [source, "-o", "chunked.mkv"] + options
         let work = dir.appendingPathComponent(".chunked.mkv.upscale-work")
         let (process, _) = try start(arguments, in: dir)
         try waitForChunks(work, atLeast: 2, process: process)
-        for pid in [process.processIdentifier] + descendants(of: process.processIdentifier) { kill(pid, SIGKILL) }
+        let children = descendants(of: process.processIdentifier)
+        XCTAssertFalse(children.isEmpty, file: file, line: line)
+        for pid in [process.processIdentifier] + children { kill(pid, SIGKILL) }
         process.waitUntilExit()
         usleep(200_000)
         let kept = finishedChunks(work)
-        XCTAssertGreaterThanOrEqual(kept, 2)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path))
+        XCTAssertGreaterThanOrEqual(kept, 2, file: file, line: line)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("chunked.mkv").path), file: file, line: line)
 
         let again = try run(arguments, in: dir)
-        XCTAssertEqual(again.status, 0, again.stderr)
-        let line = try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr)
-        print("after kill -9 of one encoder's run with \(kept) chunk files:", line)
-        let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-        XCTAssertEqual(numbers.first, kept, String(line))
-        XCTAssertLessThan(kept, numbers[1], "killed before its last chunk: \(line)")
-        XCTAssertLessThanOrEqual(line.contains("to redo") ? numbers[2] : 0, 2, "only the two chunks in flight are redone: \(line)")
-        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"))
+        XCTAssertEqual(again.status, 0, again.stderr, file: file, line: line)
+        let said = String(try XCTUnwrap(again.stderr.split(separator: "\n").first { $0.contains("resuming:") }, again.stderr, file: file, line: line))
+        print("after kill -9 with \(kept) chunk files:", said)
+        let numbers = said.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        XCTAssertEqual(numbers.first, kept, said, file: file, line: line)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path), "work folder removed after success", file: file, line: line)
+        try assertSamePictures(dir.appendingPathComponent("single.mkv"), dir.appendingPathComponent("chunked.mkv"), file: file, line: line)
+        return (kept, numbers[1], said.contains("to redo") ? numbers[2] : 0, said)
     }
 
     /// x265's settings note in each chunk's stream header listed its threads: a resume with
