@@ -146,7 +146,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleQueueTests",
-            dependencies: ["UpscaleQueue"],
+            dependencies: ["UpscaleQueue", "UpscaleMedia"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(

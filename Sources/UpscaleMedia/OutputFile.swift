@@ -538,6 +538,12 @@ public enum FolderWrites {
         return 0
     }
 
+    /// Told just before each rename `place` tries, of the finished file and the name it is to
+    /// get: a job's child tells its parent (`JobReport.placing`), which can then tell the
+    /// output from another file of that name should the child be killed right after the
+    /// rename. Set once, as the child starts, before other threads run.
+    nonisolated(unsafe) public static var willPlace: ((_ temporary: String, _ target: String) -> Void)?
+
     /// Gives the finished file `temporary` the name `finalPath`, replacing a file there only
     /// with `overwrite`; with `freeName`, a name taken meanwhile (another job of the watch
     /// folder planned the same one: clip.avi and clip.ts both become "clip Upscaled.mov")
@@ -547,6 +553,7 @@ public enum FolderWrites {
         let folder = URL(fileURLWithPath: finalPath).deletingLastPathComponent().path
         var target = finalPath
         while true {
+            willPlace?(temporary, target)
             if (overwrite ? rename(temporary, target) : renameNoReplace(temporary, target)) == 0 {
                 sync(folder: folder)
                 return target

@@ -351,6 +351,8 @@ public final class JobReporter: @unchecked Sendable {
     private let fd: Int32
     private let jobLock: Int32?
     private let lock = NSLock()
+    /// The last output path reported (the lock file keeps it beside a file being placed).
+    private var lastOutput: String?
 
     /// With `jobLock` (a watched job's child), each output reported is also recorded in the
     /// job's lock file (`JobLock.record`), for a watcher started after this one's was killed.
@@ -361,8 +363,15 @@ public final class JobReporter: @unchecked Sendable {
 
     public func send(_ line: String) {
         // (Only output lines are parsed: progress lines come every frame.)
-        if let jobLock, line.hasPrefix("output "), case .output(let path, _, _)? = JobReport(line: line) {
-            JobLock.record(output: path, in: jobLock)
+        if let jobLock, line.hasPrefix("output ") || line.hasPrefix("placing ") {
+            switch JobReport(line: line) {
+            case .output(let path, _, _)?:
+                lock.withLock { lastOutput = path }
+                JobLock.record(output: path, in: jobLock)
+            case .placing(let file)?:
+                JobLock.record(placing: file, for: lock.withLock { lastOutput } ?? file.path, in: jobLock)
+            default: break
+            }
         }
         let data = Array((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
         lock.lock()
@@ -381,6 +390,10 @@ public final class JobReporter: @unchecked Sendable {
 public enum JobReport: Equatable, Sendable {
     /// The planned output path and picture size (its temporary file is derived from the path and the child's pid).
     case output(path: String, width: Int, height: Int)
+    /// Said just before the finished temporary file is renamed to `file.path` (each try, with
+    /// `--unique-name`): a child killed after the rename, before it could say more, has its
+    /// output told from a file of that name that is not its own by the identity.
+    case placing(PlacedFile)
     case progress(done: Int, total: Int?, elapsed: Double)
     /// The job succeeded: frames written, and the line to print.
     case summary(frames: Int, text: String)
@@ -394,6 +407,7 @@ public enum JobReport: Equatable, Sendable {
     public var line: String {
         switch self {
         case .output(let path, let w, let h): return "output \(w) \(h) \(Self.escaped(path))"
+        case .placing(let file): return "placing \(file.device) \(file.inode) \(Self.escaped(file.path))"
         case .progress(let done, let total, let elapsed): return "progress \(done) \(total ?? -1) \(elapsed)"
         case .summary(let frames, let text): return "summary \(frames) \(text)"
         case .error(let kind, let text): return "error \(kind) \(text)"
@@ -429,6 +443,9 @@ public enum JobReport: Equatable, Sendable {
         case "output":
             guard parts.count == 4, let w = Int(parts[1]), let h = Int(parts[2]) else { return nil }
             self = .output(path: Self.unescaped(parts[3]), width: w, height: h)
+        case "placing":
+            guard parts.count == 4, let device = UInt64(parts[1]), let inode = UInt64(parts[2]) else { return nil }
+            self = .placing(PlacedFile(path: Self.unescaped(parts[3]), device: device, inode: inode))
         case "summary":
             let rest = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard rest.count == 3, let frames = Int(rest[1]) else { return nil }
@@ -444,5 +461,32 @@ public enum JobReport: Equatable, Sendable {
             self = .progress(done: done, total: total >= 0 ? total : nil, elapsed: elapsed)
         default: return nil
         }
+    }
+}
+
+/// A finished output file by the name it is given and the identity it keeps through the
+/// rename (device and inode of its temporary file).
+public struct PlacedFile: Equatable, Sendable {
+    public let path: String
+    public let device: UInt64
+    public let inode: UInt64
+
+    public init(path: String, device: UInt64, inode: UInt64) {
+        self.path = path
+        self.device = device
+        self.inode = inode
+    }
+
+    /// `temporary`'s identity under the name `target` (nil if it cannot be read).
+    public init?(temporary: String, target: String) {
+        var info = stat()
+        guard lstat(temporary, &info) == 0 else { return nil }
+        self.init(path: target, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// Whether the file now at `path` is this one: the child placed it, and nothing replaced it since.
+    public var isInPlace: Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 }

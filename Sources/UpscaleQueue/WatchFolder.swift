@@ -213,18 +213,46 @@ public final class JobLock: @unchecked Sendable {
         close(fd)
     }
 
+    /// What a job's child wrote in its lock file: the output it makes (planned, then where it
+    /// was placed) and, from just before its finished file was renamed until it names the
+    /// output again, the file being placed.
+    public struct Recorded: Equatable, Sendable {
+        public var output: String
+        public var placing: PlacedFile?
+
+        /// The output the child placed: the file being placed if it is there by its identity
+        /// (a name tried and found taken, with `--unique-name`, holds another job's file), else
+        /// the output if it exists (recorded once placed, or left before the run's child got there: none).
+        public var placed: String? {
+            if let placing { return placing.isInPlace ? placing.path : nil }
+            return FileManager.default.fileExists(atPath: output) ? output : nil
+        }
+    }
+
     /// In the job's child: `path` is the output it makes (planned, then where it was placed).
     public static func record(output path: String, in fd: Int32) {
-        let text = JobReport.escaped(path) + "\n"
+        write(JobReport.escaped(path) + "\n", to: fd)
+    }
+
+    /// In the job's child: `file` is about to be renamed into place, for `output`.
+    public static func record(placing file: PlacedFile, for output: String, in fd: Int32) {
+        write(JobReport.escaped(output) + "\n" + JobReport.placing(file).line + "\n", to: fd)
+    }
+
+    private static func write(_ text: String, to fd: Int32) {
         let written = text.withCString { pwrite(fd, $0, strlen($0), 0) }
         if written >= 0 { ftruncate(fd, off_t(written)) }
     }
 
-    private static func recorded(_ fd: Int32) -> String? {
-        var bytes = [UInt8](repeating: 0, count: 8192)
+    private static func recorded(_ fd: Int32) -> Recorded? {
+        var bytes = [UInt8](repeating: 0, count: 16384)
         let n = pread(fd, &bytes, bytes.count, 0)
         guard n > 1, bytes[n - 1] == 0x0A else { return nil }
-        return JobReport.unescaped(String(decoding: bytes[..<(n - 1)], as: UTF8.self))
+        // (Escaped paths hold no newline.)
+        let lines = String(decoding: bytes[..<(n - 1)], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        var result = Recorded(output: JobReport.unescaped(String(lines[0])))
+        if lines.count > 1, case .placing(let file)? = JobReport(line: String(lines[1])) { result.placing = file }
+        return result
     }
 
     /// What the runs a killed watcher left behind made, once their children have ended.
@@ -232,8 +260,8 @@ public final class JobLock: @unchecked Sendable {
         /// No lock folder: the last watcher kept no locks (an earlier version, or it could not
         /// write the folder), and what the store says is all there is.
         public var unknown = false
-        /// Jobs with a run that started a child: the output it recorded (nil: none yet).
-        public var outputs: [Int64: String?] = [:]
+        /// Jobs with a run that started a child: what it recorded (nil: nothing yet).
+        public var outputs: [Int64: Recorded?] = [:]
         /// The lock files read: removed once the store has what they say (`removeFiles`).
         var files: [String] = []
 
@@ -273,7 +301,7 @@ public final class JobLock: @unchecked Sendable {
                         killed = true
                         let stuck = Self.holders(of: path)
                         for pid in stuck { kill(pid, SIGKILL) }
-                        if let output = recorded(fd) { stuck.forEach { PartialFile.remove(for: output, pid: $0) } }
+                        if let output = recorded(fd)?.output { stuck.forEach { PartialFile.remove(for: output, pid: $0) } }
                         say("job \(id)'s process did not end in \(Int(grace.rounded(.up))) s; stopped it (SIGKILL), its job runs again")
                     }
                     usleep(50_000)

@@ -114,8 +114,8 @@ public final class Watcher: @unchecked Sendable {
         for job in try store.list() where job.state == .running {
             // What its child recorded. A run that started no child has nothing to finish (the
             // store's output may be an earlier attempt's).
-            let output = runs.unknown ? job.output.map(config.folder.path) : runs.outputs[job.id] ?? nil
-            if let output, let relative = config.folder.relative(output), FileManager.default.fileExists(atPath: output) {
+            let recorded = runs.unknown ? job.output.map { JobLock.Recorded(output: config.folder.path($0)) } : runs.outputs[job.id] ?? nil
+            if let output = recorded?.placed, let relative = config.folder.relative(output) {
                 try store.markFinishing(id: job.id, output: relative, now: now)
             }
         }
@@ -562,6 +562,8 @@ final class RunningJob: @unchecked Sendable {
     private var child: JobProcess?
     private var shuttingDown = false
     private var output: (path: String, width: Int, height: Int)?
+    /// The finished file its child last said it was renaming into place.
+    private var placing: PlacedFile?
     private var frames = 0
     private var total: Int?
     private var elapsed = 0.0
@@ -618,6 +620,7 @@ final class RunningJob: @unchecked Sendable {
         lock.withLock {
             switch report {
             case .output(let path, let w, let h): output = (path, w, h)
+            case .placing(let file): placing = file
             case .progress(let done, let t, let e):
                 if done != frames { lastFrameAt = Date() }
                 frames = done
@@ -749,9 +752,18 @@ final class RunningJob: @unchecked Sendable {
                 process.kill9()
             }
         }
+        // The output its child renamed into place, if it got that far: found by the identity
+        // it said it was placing (a child killed after the rename, while it removed its
+        // chunks or synced the folder, says nothing more), in the output's folder (not a chunk).
+        let placed = lock.withLock { () -> String? in
+            guard let placing, let output, placing.isInPlace,
+                  URL(fileURLWithPath: placing.path).deletingLastPathComponent() == URL(fileURLWithPath: output.path).deletingLastPathComponent()
+            else { return nil }
+            return placing.path
+        }
         lock.withLock {
             child = nil
-            recording = outcome == .exited(0) && !cancelled
+            recording = (outcome == .exited(0) || placed != nil) && !cancelled
         }
         if !cancelled { TestHook.pauseIfBeforeRecording() }
         let seconds = Date().timeIntervalSince(started)
@@ -763,11 +775,25 @@ final class RunningJob: @unchecked Sendable {
             // Kept for resuming after a stop; a cancelled job will not resume. (A claim lost to
             // an expired lease, after a sleep, is not a cancel: its chunks are the next run's.)
             if let planned, (try? store.job(id: job.id))??.state == .cancelled { QueueActions.removeChunks(of: planned.path) }
-            // A job that wrote its output just before the stop reached it (its last chunk and
-            // join within the quarter second between checks) leaves none: cancelled, its file
-            // stays in the folder; cancelled and retried at once, or taken over, the job's
-            // next run makes the one output.
-            if let planned, outcome == .exited(0) { removeStray(planned.path) }
+            // A job that placed its output just before the stop reached it (its last chunk and
+            // join within the quarter second between checks), or as it came (killed a second
+            // later, after the rename) leaves none: cancelled, its file stays in the folder;
+            // cancelled and retried at once, or taken over, the job's next run makes the one output.
+            if let placed { removeStray(placed) }
+            return
+        }
+        // A child ended by a signal (or a stop) once its output was in place had written it
+        // whole (only a finished file is renamed there): the job is finished from it. Run
+        // again, it was made a second time, "… Upscaled 2" beside the first.
+        if outcome != .exited(0), let placed, let planned {
+            let how: String
+            switch outcome! {
+            case .signaled(let signal): how = "was stopped (\(JobProcess.signalName(signal)))"
+            case .exited(let code): how = "ended with exit status \(code)"
+            }
+            watcher.log("'\(job.source)': its job \(how) after its output was in place; finishing it from '\(config.folder.relative(placed) ?? placed)'")
+            ChunkedJob.removeLeftWork(for: planned.path)
+            finishSucceeded(output: (placed, planned.width, planned.height), seconds: seconds, logTail: logTail)
             return
         }
         // A job that was done when the stop reached it (past its last look for a stop, it

@@ -14,24 +14,17 @@ final class ChildState: @unchecked Sendable {
     private(set) var summary: String?
     private(set) var error: String?
     private(set) var framesDone = 0
-    /// The file at `output` when the child named it (nil: none).
-    private var outputBefore: [Int]?
+    /// The finished file the child last said it was renaming into place.
+    private var placing: PlacedFile?
 
-    /// Device, inode and modification time of `path`, or nil when there is none.
-    private static func stamp(_ path: String) -> [Int]? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return [Int(info.st_dev), Int(info.st_ino), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]
-    }
-
-    /// Whether the child put its output in place: a file is at `output` that was not there
-    /// when the child named it. Only a finished job renames its file there, so a child killed
-    /// after that (while it removed its chunks) wrote its output in full.
-    var outputWritten: Bool {
+    /// Where the child put its output, if it did: the file it said it was placing is there.
+    /// Only a finished job renames its file there, so a child killed after that (while it
+    /// removed its chunks) wrote its output in full.
+    var placedOutput: String? {
         lock.lock()
         defer { lock.unlock() }
-        guard let output, let now = Self.stamp(output) else { return false }
-        return now != outputBefore
+        guard let placing, placing.isInPlace else { return nil }
+        return placing.path
     }
 
     init(title: String, console: ConsoleOutput) {
@@ -44,9 +37,8 @@ final class ChildState: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         switch report {
-        case .output(let path, _, _):
-            output = path
-            outputBefore = Self.stamp(path)
+        case .output(let path, _, _): output = path
+        case .placing(let file): placing = file
         case .summary(_, let text): summary = text
         case .error(_, let text): error = text
         // (The child's own stderr has shown it.)
@@ -116,9 +108,9 @@ final class RunningChild: @unchecked Sendable {
         PartialFile.remove(for: output, pid: child.pid)
         // Stopped after its output was in place (while it removed its chunks): complete. It
         // said the chunks were kept for a resume, which then refused the existing output.
-        if state?.outputWritten == true {
+        if let placed = state?.placedOutput {
             ChunkedJob.removeLeftWork(for: output)
-            return "cancelled after '\(output)' was written; the output is complete"
+            return "cancelled after '\(placed)' was written; the output is complete"
         }
         let work = ChunkedJob.workFolder(for: output)
         if FileManager.default.fileExists(atPath: work) {

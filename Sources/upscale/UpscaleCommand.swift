@@ -93,6 +93,9 @@ struct UpscaleCommand: ParsableCommand {
         if let fd = childReportFd {
             let reporter = JobReporter(descriptor: fd, jobLock: childLockFd)
             NoticeLogHandler.reporter = reporter
+            FolderWrites.willPlace = { temporary, target in
+                if let file = PlacedFile(temporary: temporary, target: target) { reporter.send(JobReport.placing(file).line) }
+            }
             try runChild(reporter: reporter)
         } else {
             try runParent()
@@ -205,13 +208,15 @@ struct UpscaleCommand: ParsableCommand {
             case .exited(let code):
                 state.printError(fallback: "'\(input)': the job ended with exit status \(code)")
                 failed += 1
-            case .signaled(let signal) where state.outputWritten:
+            case .signaled(let signal) where state.placedOutput != nil:
                 // Killed after its output was in place, while it removed its chunks: it said
                 // "run the same command again to resume", which then refused the existing
                 // output, and the chunks left stayed hidden beside it for good.
-                let output = state.output ?? input
-                PartialFile.remove(for: output, pid: child.pid)
-                ChunkedJob.removeLeftWork(for: output)
+                let output = state.placedOutput ?? input
+                if let planned = state.output {
+                    PartialFile.remove(for: planned, pid: child.pid)
+                    ChunkedJob.removeLeftWork(for: planned)
+                }
                 console.line("Wrote \(output) (the job was stopped (\(JobProcess.signalName(signal))) after that, while it cleaned up)")
                 written.append(output)
             case .signaled(let signal):

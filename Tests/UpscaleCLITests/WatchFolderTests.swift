@@ -420,9 +420,12 @@ final class WatchFolderTests: XCTestCase {
 
     /// `long.mp4` (60 frames) dropped in and watched in 1 s chunks (lossless, one thread), once
     /// `chunks` of its chunks are finished: the watcher and the job's work folder.
-    private func watchChunkedJob(untilChunks chunks: Int = 1) throws -> (Process, URL) {
-        try drop(CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4"), as: "long.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"])
+    private static let chunkedClip = CLITests.fixtures.appendingPathComponent("chunk-h264-bframes.mp4")
+
+    private func watchChunkedJob(untilChunks chunks: Int = 1, environment: [String: String] = [:]) throws -> (Process, URL) {
+        try drop(Self.chunkedClip, as: "long.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3", "--codec", "ffv1", "--no-refine", "--threads", "1", "--chunk-seconds", "1"],
+                                     environment: environment)
         let work = inbox.appendingPathComponent("Upscaled/.long Upscaled.mkv.upscale-work")
         do {
             try waitFor("\(chunks) chunk(s)") {
@@ -449,6 +452,50 @@ final class WatchFolderTests: XCTestCase {
             try listing().jobs.first?.state == "cancelled" && !FileManager.default.fileExists(atPath: work.path)
         }
         XCTAssertEqual(files("Upscaled"), [])
+    }
+
+    /// A cancel that reaches the job's child after it placed its output, while it still ends
+    /// (the hook holds it after its join, so the SIGKILL a second after the cancel's SIGTERM
+    /// ends it): the output goes with the job, found by the identity the child said it was
+    /// placing. It stayed beside a job shown as cancelled (seen once in a full run of this
+    /// suite: the child killed while it removed its chunks).
+    func testACancelWhileTheJobEndsAfterPlacingItsOutputLeavesNoOutput() throws {
+        let (watcher, work) = try watchChunkedJob(environment: ["UPSCALE_TEST_HOOK": "stall-after-join"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the output to be placed") { files("Upscaled").contains("long Upscaled.mkv") }
+        XCTAssertEqual(try listing().jobs.first?.state, "running")
+        XCTAssertEqual(try upscale(["queue", "cancel", inbox.path, "long.mp4"]).status, 0)
+        try waitFor("the job to stop and its output to go", timeout: 30) {
+            try listing().jobs.first?.state == "cancelled" && files("Upscaled").isEmpty
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(files("Upscaled"), [])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertTrue(files("").contains("long.mp4"), "the original stays where it was")
+        XCTAssertEqual(files("Originals"), [])
+    }
+
+    /// A job's child that stops answering once its output is in place (the hook holds it after
+    /// its join) is killed as stalled, and the job is finished from that output: done, run
+    /// once, its one output whole, the original in Originals/, no chunks left. It was run
+    /// again (the kill counted as a failed run) and made "long Upscaled 2.mkv" beside the first.
+    func testAJobKilledAfterPlacingItsOutputIsFinishedFromIt() throws {
+        let (watcher, work) = try watchChunkedJob(environment: ["UPSCALE_TEST_HOOK": "stall-after-join", "UPSCALE_WATCH_STALL_SECONDS": "5"])
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the job to end", timeout: 90) { try ["done", "failed"].contains(listing().jobs.first?.state) }
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1], "run once")
+        XCTAssertEqual(files("Upscaled"), ["long Upscaled.mkv"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertEqual(files("Originals"), ["long.mp4"])
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/long Upscaled.mkv")), try frames(Self.chunkedClip))
     }
 
     /// A cancel that reaches the store after the job's child placed its output and exited, before
