@@ -543,6 +543,8 @@ public enum FolderWrites {
     /// output from another file of that name should the child be killed right after the
     /// rename. Set once, as the child starts, before other threads run.
     nonisolated(unsafe) public static var willPlace: ((_ temporary: String, _ target: String) -> Void)?
+    /// Told once the rename to `target` is done (before the folder is synced). Set as `willPlace` is.
+    nonisolated(unsafe) public static var didPlace: ((_ target: String) -> Void)?
 
     /// Gives the finished file `temporary` the name `finalPath`, replacing a file there only
     /// with `overwrite`; with `freeName`, a name taken meanwhile (another job of the watch
@@ -555,6 +557,7 @@ public enum FolderWrites {
         while true {
             willPlace?(temporary, target)
             if (overwrite ? rename(temporary, target) : renameNoReplace(temporary, target)) == 0 {
+                didPlace?(target)
                 sync(folder: folder)
                 return target
             }

@@ -172,6 +172,12 @@ public final class JobProcess: @unchecked Sendable {
         return Self.outcome(status)
     }
 
+    /// For a child known to have ended but not reaped: waits up to `seconds` for its last
+    /// report line to be handled (a descendant holding the pipe keeps it open).
+    public func waitForLastReport(seconds: Double) {
+        _ = lines.waitClosed(seconds: seconds)
+    }
+
     /// The outcome if the child has ended (its last report line handled), else nil at once.
     public func poll() -> Outcome? {
         var status: Int32 = 0
@@ -309,6 +315,13 @@ private final class LineCollector: @unchecked Sendable {
         done.wait()
         done.signal()
     }
+
+    /// `waitClosed` for at most `seconds`; whether it closed.
+    func waitClosed(seconds: Double) -> Bool {
+        guard done.wait(timeout: .now() + seconds) == .success else { return false }
+        done.signal()
+        return true
+    }
 }
 
 /// Starts `executable` with `arguments` and exactly `environment`, in a process group of its
@@ -353,6 +366,8 @@ public final class JobReporter: @unchecked Sendable {
     private let lock = NSLock()
     /// The last output path reported (the lock file keeps it beside a file being placed).
     private var lastOutput: String?
+    /// Where the output was renamed into place (`placed`).
+    private var placedOutput: String?
 
     /// With `jobLock` (a watched job's child), each output reported is also recorded in the
     /// job's lock file (`JobLock.record`), for a watcher started after this one's was killed.
@@ -361,13 +376,26 @@ public final class JobReporter: @unchecked Sendable {
         self.jobLock = jobLock
     }
 
+    /// The output was renamed to `path`: recorded in the job's lock file as placed, for a
+    /// watcher started after this one's was killed (by name from now on: the identity of the
+    /// file being placed, which `placing` recorded, may not survive a reboot or a remount).
+    public func placed(_ path: String) {
+        guard let jobLock else { return }
+        lock.withLock { placedOutput = path }
+        JobLock.record(placed: path, in: jobLock)
+    }
+
     public func send(_ line: String) {
         // (Only output lines are parsed: progress lines come every frame.)
         if let jobLock, line.hasPrefix("output ") || line.hasPrefix("placing ") {
             switch JobReport(line: line) {
             case .output(let path, _, _)?:
-                lock.withLock { lastOutput = path }
-                JobLock.record(output: path, in: jobLock)
+                // The name a placed output got when the planned one was taken, said again: still placed.
+                let placed = lock.withLock { () -> Bool in
+                    lastOutput = path
+                    return path == placedOutput
+                }
+                if placed { JobLock.record(placed: path, in: jobLock) } else { JobLock.record(output: path, in: jobLock) }
             case .placing(let file)?:
                 JobLock.record(placing: file, for: lock.withLock { lastOutput } ?? file.path, in: jobLock)
             default: break

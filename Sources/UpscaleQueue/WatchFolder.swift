@@ -213,33 +213,53 @@ public final class JobLock: @unchecked Sendable {
         close(fd)
     }
 
-    /// What a job's child wrote in its lock file: the output it makes (planned, then where it
-    /// was placed) and, from just before its finished file was renamed until it names the
-    /// output again, the file being placed.
+    /// What a job's child wrote in its lock file: the output it makes and how far it got with it.
     public struct Recorded: Equatable, Sendable {
-        public var output: String
-        public var placing: PlacedFile?
+        public enum Stage: Equatable, Sendable {
+            /// A lock file of an earlier version: the output path alone.
+            case unknown
+            /// Planned, not placed: a file by that name is not this run's (another job of the
+            /// folder given the same name, with `--unique-name`).
+            case planned
+            /// The child was renaming this finished file into place.
+            case placing(PlacedFile)
+            /// Renamed into place.
+            case placed
+        }
 
-        /// The output the child placed: the file being placed if it is there by its identity
-        /// (a name tried and found taken, with `--unique-name`, holds another job's file), else
-        /// the output if it exists (recorded once placed, or left before the run's child got there: none).
+        public var output: String
+        public var stage: Stage = .unknown
+
+        /// The output the child placed, if it did: the file being placed if it is there by its
+        /// identity (a name tried and found taken holds another job's file), or the output once
+        /// placed (by name: a device number can change with a reboot or a remount) if it is there.
         public var placed: String? {
-            if let placing { return placing.isInPlace ? placing.path : nil }
-            return FileManager.default.fileExists(atPath: output) ? output : nil
+            switch stage {
+            case .planned: return nil
+            case .placing(let file): return file.isInPlace ? file.path : nil
+            case .unknown, .placed: return FileManager.default.fileExists(atPath: output) ? output : nil
+            }
         }
     }
 
-    /// In the job's child: `path` is the output it makes (planned, then where it was placed).
+    /// In the job's child: `path` is the output it plans to make.
     public static func record(output path: String, in fd: Int32) {
-        write(JobReport.escaped(path) + "\n", to: fd)
+        write(path, "planned", to: fd)
     }
 
     /// In the job's child: `file` is about to be renamed into place, for `output`.
     public static func record(placing file: PlacedFile, for output: String, in fd: Int32) {
-        write(JobReport.escaped(output) + "\n" + JobReport.placing(file).line + "\n", to: fd)
+        write(output, JobReport.placing(file).line, to: fd)
     }
 
-    private static func write(_ text: String, to fd: Int32) {
+    /// In the job's child: the output was renamed to `path`.
+    public static func record(placed path: String, in fd: Int32) {
+        write(path, "placed", to: fd)
+    }
+
+    /// Two lines: the output (escaped: no newline in it) and the stage.
+    private static func write(_ output: String, _ stage: String, to fd: Int32) {
+        let text = JobReport.escaped(output) + "\n" + stage + "\n"
         let written = text.withCString { pwrite(fd, $0, strlen($0), 0) }
         if written >= 0 { ftruncate(fd, off_t(written)) }
     }
@@ -248,10 +268,15 @@ public final class JobLock: @unchecked Sendable {
         var bytes = [UInt8](repeating: 0, count: 16384)
         let n = pread(fd, &bytes, bytes.count, 0)
         guard n > 1, bytes[n - 1] == 0x0A else { return nil }
-        // (Escaped paths hold no newline.)
-        let lines = String(decoding: bytes[..<(n - 1)], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        var result = Recorded(output: JobReport.unescaped(String(lines[0])))
-        if lines.count > 1, case .placing(let file)? = JobReport(line: String(lines[1])) { result.placing = file }
+        let lines = bytes[..<(n - 1)].split(separator: 0x0A, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        var result = Recorded(output: JobReport.unescaped(lines[0]))
+        if lines.count > 1 {
+            switch lines[1] {
+            case "planned": result.stage = .planned
+            case "placed": result.stage = .placed
+            default: if case .placing(let file)? = JobReport(line: lines[1]) { result.stage = .placing(file) }
+            }
+        }
         return result
     }
 
@@ -302,7 +327,7 @@ public final class JobLock: @unchecked Sendable {
                         let stuck = Self.holders(of: path)
                         for pid in stuck { kill(pid, SIGKILL) }
                         if let output = recorded(fd)?.output { stuck.forEach { PartialFile.remove(for: output, pid: $0) } }
-                        say("job \(id)'s process did not end in \(Int(grace.rounded(.up))) s; stopped it (SIGKILL), its job runs again")
+                        say("job \(id)'s process did not end in \(Int(grace.rounded(.up))) s; stopped it (SIGKILL); its job runs again unless its output was in place")
                     }
                     usleep(50_000)
                 }

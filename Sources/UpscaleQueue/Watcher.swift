@@ -627,7 +627,10 @@ final class RunningJob: @unchecked Sendable {
                 total = t
                 elapsed = e
             case .summary(let f, _): summaryFrames = f
-            case .error(let kind, let text): error = (kind, WatchFolder.advice(text))
+            case .error(let kind, let text):
+                error = (kind, WatchFolder.advice(text))
+                // A rename that failed removed its file: another file may get that identity later.
+                if placing?.isInPlace == false { placing = nil }
             case .note: break
             }
         }

@@ -40,7 +40,10 @@ final class ChildState: @unchecked Sendable {
         case .output(let path, _, _): output = path
         case .placing(let file): placing = file
         case .summary(_, let text): summary = text
-        case .error(_, let text): error = text
+        case .error(_, let text):
+            error = text
+            // A rename that failed removed its file: another file may get that identity later.
+            if placing?.isInPlace == false { placing = nil }
         // (The child's own stderr has shown it.)
         case .note: break
         case .progress(let done, let total, let elapsed):
@@ -104,6 +107,8 @@ final class RunningChild: @unchecked Sendable {
         // Until it has ended (left for the main thread to reap), so nothing it does follows.
         var info = siginfo_t()
         while waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        // What it said last (that it was placing its output, a moment before the kill).
+        child.waitForLastReport(seconds: 0.5)
         guard let output = state?.output else { return "cancelled; no output was written" }
         PartialFile.remove(for: output, pid: child.pid)
         // Stopped after its output was in place (while it removed its chunks): complete. It

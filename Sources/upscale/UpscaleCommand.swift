@@ -96,6 +96,7 @@ struct UpscaleCommand: ParsableCommand {
             FolderWrites.willPlace = { temporary, target in
                 if let file = PlacedFile(temporary: temporary, target: target) { reporter.send(JobReport.placing(file).line) }
             }
+            FolderWrites.didPlace = { reporter.placed($0) }
             try runChild(reporter: reporter)
         } else {
             try runParent()

@@ -20,11 +20,11 @@ final class WatchFolderPathTests: XCTestCase {
     }
 
     /// What a killed watcher's child wrote in its lock file, read back by the next watcher
-    /// (`JobLock.waitForAll`), and the output that watcher finishes the job from: the file the
-    /// child said it was placing only if that very file is there. Killed after trying a name
-    /// found taken (`--unique-name`: another job's output) and before the next, the name holds
-    /// another job's file, which was taken as this job's output and its original moved to
-    /// Originals/. A path alone (recorded once placed) counts if a file is there.
+    /// (`JobLock.waitForAll`), and the output that watcher finishes the job from. A planned
+    /// name taken meanwhile by another job's output (`--unique-name`), or one the child was
+    /// about to try, held that job's file, which was taken as this job's output and its original
+    /// moved to Originals/, never upscaled. So: the file being placed only if that very file is
+    /// there, and once placed the output by name (an identity may not survive a reboot).
     func testTheOutputALockFileNamesIsTheFileItSaysWasPlaced() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("upscale-lock-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -44,17 +44,38 @@ final class WatchFolderPathTests: XCTestCase {
             return try XCTUnwrap(left.outputs[7])
         }
 
+        // Killed while it encoded: the planned name is another job's file.
+        let planned = try leftBehind { JobLock.record(output: taken, in: $0) }
+        XCTAssertEqual(planned, JobLock.Recorded(output: taken, stage: .planned))
+        XCTAssertNil(planned?.placed)
         // Killed after saying it would place its file at the taken name: not that file.
         let atTaken = try XCTUnwrap(PlacedFile(temporary: temporary, target: taken))
         let first = try leftBehind { JobLock.record(placing: atTaken, for: taken, in: $0) }
-        XCTAssertEqual(first, JobLock.Recorded(output: taken, placing: atTaken))
+        XCTAssertEqual(first, JobLock.Recorded(output: taken, stage: .placing(atTaken)))
         XCTAssertNil(first?.placed)
         // Killed right after the rename to the free name: its own file, by its identity.
         let atFree = try XCTUnwrap(PlacedFile(temporary: temporary, target: free))
         XCTAssertEqual(rename(temporary, free), 0)
         XCTAssertEqual(try leftBehind { JobLock.record(placing: atFree, for: taken, in: $0) }?.placed, free)
-        // Once placed it names the output alone, which counts where a file is.
-        XCTAssertEqual(try leftBehind { JobLock.record(output: free, in: $0) }?.placed, free)
-        XCTAssertNil(try leftBehind { JobLock.record(output: root + "/Upscaled/b Upscaled.mp4", in: $0) }?.placed)
+        // As the child's reporter records it: planned, placing, placed, and the name it got said
+        // again (it was not the planned one): placed, by name.
+        let devNull = open("/dev/null", O_WRONLY)
+        defer { close(devNull) }
+        let reported = try leftBehind { fd in
+            let reporter = JobReporter(descriptor: devNull, jobLock: fd)
+            reporter.send(JobReport.output(path: taken, width: 2, height: 2).line)
+            reporter.send(JobReport.placing(atFree).line)
+            reporter.placed(free)
+            reporter.send(JobReport.output(path: free, width: 2, height: 2).line)
+        }
+        XCTAssertEqual(reported, JobLock.Recorded(output: free, stage: .placed))
+        XCTAssertEqual(reported?.placed, free)
+        // An earlier version's file, the output alone: it counts where a file is.
+        func legacy(_ path: String) -> (Int32) -> Void {
+            { fd in _ = (path + "\n").withCString { pwrite(fd, $0, strlen($0), 0) } }
+        }
+        XCTAssertEqual(try leftBehind(legacy(free)), JobLock.Recorded(output: free))
+        XCTAssertEqual(try leftBehind(legacy(free))?.placed, free)
+        XCTAssertNil(try leftBehind(legacy(root + "/Upscaled/b Upscaled.mp4"))?.placed)
     }
 }
