@@ -169,7 +169,7 @@ let package = Package(
         ),
         .testTarget(
             name: "UpscaleCLITests",
-            dependencies: ["UpscaleMedia", "UpscaleImages", "UpscaleCore", "CVips", "DamageCorpus", "upscale", "upscale-bench"],
+            dependencies: ["UpscaleMedia", "UpscaleImages", "UpscaleCore", "UpscaleQueue", "CVips", "DamageCorpus", "upscale", "upscale-bench"],
             swiftSettings: [.swiftLanguageMode(.v5)],
             // The still-image tests inspect outputs with libvips directly.
             linkerSettings: [.linkedLibrary("vips")]

@@ -149,7 +149,13 @@ public final class Watcher: @unchecked Sendable {
                 // While files are settling, look again sooner (a settle time under the poll interval is honoured).
                 let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
                 if now - lastRescan >= rescan {
+                    // Runs that ended before this look (a run takes its job's id out only once it is done with it).
+                    let held = Set(lock.withLock { running.values.map(\.claim.job.id) })
                     try scan(now: now)
+                    // A job its run left "finishing" (a write after its output was checked failed,
+                    // the disk full) is finished as at a start: it stayed so until the next start,
+                    // its file was not taken again, and a `--once` run never ended.
+                    try recoverFinishing(sparing: held)
                     lastRescan = now
                     // A paused queue gave no sign: files were queued and nothing started.
                     let paused = try store.isPaused()
@@ -408,10 +414,18 @@ public final class Watcher: @unchecked Sendable {
 
     /// Jobs whose child succeeded but whose finish (check, move of the original) was cut
     /// short by a crash: finished now from what the store recorded.
-    private func recoverFinishing() throws {
-        for job in try store.list() where job.state == .finishing {
+    private func recoverFinishing(sparing held: Set<Int64> = []) throws {
+        for job in try store.list() where job.state == .finishing && !held.contains(job.id) {
             let source = config.folder.path(job.source)
             let now = Date().timeIntervalSince1970
+            if let file = Self.file(source), file.size != job.size || file.modified != job.modified {
+                // Replaced while it was upscaled (as `finishSucceeded` finds it): the output, of the
+                // version queued, stays, and the file runs again as it is now. It was moved to
+                // Originals/ as done, never upscaled.
+                _ = try store.requeueAbandoned(id: job.id, now: now)
+                say("job \(job.id) ('\(job.source)') was interrupted while finishing, and its file has changed since it was queued; it runs again")
+                continue
+            }
             if FileManager.default.fileExists(atPath: source) {
                 guard let output = job.output, (try? Self.check(output: config.folder.path(output), source: source, planned: nil, frames: nil)) != nil else {
                     // No finished output to keep: run the job again (a partial one is moved aside, never used).
@@ -434,6 +448,13 @@ public final class Watcher: @unchecked Sendable {
             }
             try store.finish(id: job.id, now: now)
         }
+    }
+
+    /// A file's size and modification time as the store keeps them (nil when it is gone).
+    static func file(_ path: String) -> (size: Int64, modified: Double)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (Int64(info.st_size), info.modificationTime)
     }
 
     /// The output opens, has the planned picture size, as many frames as the job wrote, and
@@ -966,9 +987,7 @@ final class RunningJob: @unchecked Sendable {
 
     /// The job's file's size and modification time now (nil when it is gone).
     private func currentFile() -> (size: Int64, modified: Double)? {
-        var info = stat()
-        guard stat(config.folder.path(claim.job.source), &info) == 0 else { return nil }
-        return (Int64(info.st_size), info.modificationTime)
+        Watcher.file(config.folder.path(claim.job.source))
     }
 
     /// The original could not be moved out: it stays, and is not taken again unless it changes

@@ -2,6 +2,7 @@ import DamageCorpus
 import Foundation
 import UpscaleImages
 import UpscaleMedia
+@testable import UpscaleQueue
 import XCTest
 
 /// `upscale watch` and `upscale queue` as a user runs them: real child processes, a real
@@ -452,6 +453,58 @@ final class WatchFolderTests: XCTestCase {
             try listing().jobs.first?.state == "cancelled" && !FileManager.default.fileExists(atPath: work.path)
         }
         XCTAssertEqual(files("Upscaled"), [])
+    }
+
+    /// Job 1 put back as a run leaves it when its last writes fail (the store's disk full) after
+    /// its output was checked: "finishing", its output in place, its original (from
+    /// Originals/, as `change` leaves it) back in the folder.
+    private func leaveJobFinishing(change: (URL) throws -> Void = { _ in }) throws {
+        let original = inbox.appendingPathComponent("a.mp4")
+        try FileManager.default.moveItem(at: inbox.appendingPathComponent("Originals/a.mp4"), to: original)
+        try change(original)
+        try SQLiteDatabase(path: WatchFolder(root: inbox.path).storePath)
+            .execute("UPDATE jobs SET state = 'finishing', output = 'Upscaled/a Upscaled.mp4', lease_expires = NULL WHERE id = 1")
+    }
+
+    /// A job its run left "finishing" while the watcher runs is finished at the watcher's next
+    /// look, as a start finishes one: the output checked and kept, the original moved to
+    /// Originals/. It stayed "finishing" until the next start, its file was not taken again,
+    /// and a `--once` run waited on it for good. (The queue is paused while the test puts the
+    /// job back: the file reappearing beside a done job is queued again.)
+    func testAJobLeftFinishingWhileTheWatcherRunsIsFinished() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode)
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the job to be done") { try listing().jobs.first?.state == "done" }
+        XCTAssertEqual(try upscale(["queue", "pause", inbox.path]).status, 0)
+        try leaveJobFinishing()
+        try waitFor("the job to be finished again", timeout: 30) { try listing().jobs.first?.state == "done" && files("Originals") == ["a.mp4"] }
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+        XCTAssertFalse(files("").contains("a.mp4"))
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertTrue(watcher.isRunning)
+    }
+
+    /// Such a job whose file changed meanwhile (replaced while it was upscaled), found at a
+    /// start: the output stays (it is of the version queued) and the file runs again as it is
+    /// now. It was moved to Originals/ as done, never upscaled.
+    func testAJobLeftFinishingWhoseFileChangedRunsAgain() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        let replacement = try Data(contentsOf: CLITests.fixtures.appendingPathComponent("street-2s-faststart.mp4"))
+        try leaveJobFinishing { try replacement.write(to: $0) }
+        let run = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("its file has changed since it was queued; it runs again"), run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled 2.mp4", "a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/a.mp4")), replacement)
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
     }
 
     /// A cancel that reaches the job's child after it placed its output, while it still ends
