@@ -28,6 +28,15 @@ public struct WatchFolder: Sendable {
         path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : nil
     }
 
+    /// `relative` of an existing file's path, also where it reaches the folder by another way
+    /// than `root` does (through a symbolic link to the folder, or by its real path where `root`
+    /// is such a link): then both with their links resolved.
+    public func relativeAnyWay(_ path: String) -> String? {
+        if let found = relative(path) { return found }
+        let real = WatchFolder(root: URL(fileURLWithPath: root).resolvingSymlinksInPath().path)
+        return real.relative(URL(fileURLWithPath: path).resolvingSymlinksInPath().path)
+    }
+
     /// The folder under `base` that mirrors where `relative` sits in the inbox:
     /// `Upscaled` for "a.mov", `Upscaled/trip` for "trip/a.mov".
     public func mirror(_ base: String, of relative: String) -> String {

@@ -115,7 +115,9 @@ public final class Watcher: @unchecked Sendable {
             // What its child recorded. A run that started no child has nothing to finish (the
             // store's output may be an earlier attempt's).
             let recorded = runs.unknown ? job.output.map { JobLock.Recorded(output: config.folder.path($0)) } : runs.outputs[job.id] ?? nil
-            if let output = recorded?.placed, let relative = config.folder.relative(output) {
+            // (Recorded by the path the last watcher was given: a watcher started through a link
+            // to the folder, or on its real path after one was, ran the job again beside its output.)
+            if let output = recorded?.placed, let relative = config.folder.relativeAnyWay(output) {
                 try store.markFinishing(id: job.id, output: relative, now: now)
             }
         }

@@ -322,9 +322,9 @@ final class WatchFolderTests: XCTestCase {
 
     /// Starts a watcher on `a.mp4` whose job pauses as its output is about to be placed (for
     /// `pause` seconds, or for good), and returns it once the job's child is there.
-    private func watchUntilItsJobPlaces(pause: String) throws -> Process {
+    private func watchUntilItsJobPlaces(pause: String, through folder: String? = nil) throws -> Process {
         try drop(Self.clip, as: "a.mp4")
-        let watcher = try background(["watch", inbox.path, "--settle", "0.3"] + Self.encode,
+        let watcher = try background(["watch", folder ?? inbox.path, "--settle", "0.3"] + Self.encode,
                                      environment: ["UPSCALE_TEST_HOOK": "pause-before-placing\(pause)"])
         let log = inbox.appendingPathComponent(".upscale/logs/job-1.log").path
         do {
@@ -340,8 +340,8 @@ final class WatchFolderTests: XCTestCase {
 
     /// `watchUntilItsJobPlaces`, then the watcher killed with SIGKILL there: the job's child
     /// lives on, past its last look for a stop. Returns the child's pid.
-    private func killWatcherWhileItsJobPlaces(pause: String) throws -> pid_t {
-        let watcher = try watchUntilItsJobPlaces(pause: pause)
+    private func killWatcherWhileItsJobPlaces(pause: String, through folder: String? = nil) throws -> pid_t {
+        let watcher = try watchUntilItsJobPlaces(pause: pause, through: folder)
         // (Not the planner's child, which plans a queued job for the ETA.)
         let child = Self.children(of: watcher.processIdentifier).first {
             ((try? String(contentsOfFile: "/proc/\($0)/cmdline", encoding: .utf8)) ?? "").contains("--child-report-fd\u{0}3\u{0}--unique-name")
@@ -383,6 +383,22 @@ final class WatchFolderTests: XCTestCase {
         let job = try XCTUnwrap(try listing().jobs.first)
         XCTAssertEqual(job.state, "done")
         XCTAssertEqual(job.attempts, 1, "ran twice")
+        XCTAssertTrue(run.stderr.contains("recovered job 1"), run.stderr)
+    }
+
+    /// The same with the killed watcher started through a symbolic link to the folder and the
+    /// next one on its real path: the output the child recorded (by the link's path) is found.
+    /// The job was run again beside it ("a Upscaled 2.mp4").
+    func testAnOutputPlacedThroughALinkToTheFolderIsFoundByTheNextWatcher() throws {
+        let link = inbox.deletingLastPathComponent().appendingPathComponent("Link to Inbox")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: inbox)
+        let child = try killWatcherWhileItsJobPlaces(pause: ":3", through: link.path)
+        let run = try watchOnceLogged([])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(Self.isRunning(child))
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1], "ran twice")
         XCTAssertTrue(run.stderr.contains("recovered job 1"), run.stderr)
     }
 
