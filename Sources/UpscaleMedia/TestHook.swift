@@ -27,6 +27,9 @@ public enum TestHook: Equatable, Sendable {
     /// its join put the output in place, before the result is recorded: a cancel that arrives
     /// once the output is placed.
     case pauseBeforeRecording(seconds: Double)
+    /// The watcher waits this many seconds with a job "finishing" (its output in place and
+    /// recorded, not checked yet): the main loop's look for jobs left so must pass it by.
+    case pauseWhileFinishing(seconds: Double)
 
     /// The hook, if set and (with `UPSCALE_TEST_HOOK_ONLY`) this process's last argument, its
     /// input, contains that text: one file of a batch can crash while the others run.
@@ -51,6 +54,7 @@ public enum TestHook: Equatable, Sendable {
         case "stall-after-join": return .stallAfterJoin
         case "malloc-arenas": return .reportMallocArenas
         case "pause-before-recording": return .pauseBeforeRecording(seconds: parts.count > 1 ? Double(parts[1]) ?? 2 : 2)
+        case "pause-while-finishing": return .pauseWhileFinishing(seconds: parts.count > 1 ? Double(parts[1]) ?? 2 : 2)
         case "pause-before-placing": return .pauseBeforePlacing(seconds: parts.count > 1 ? Double(parts[1]) : nil)
         case "abort": return .crash(signal: SIGABRT, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
         case "segv": return .crash(signal: SIGSEGV, atFrame: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
@@ -76,6 +80,11 @@ public enum TestHook: Equatable, Sendable {
     /// The `pauseBeforeRecording` hook: waits its seconds.
     public static func pauseIfBeforeRecording() {
         if case .pauseBeforeRecording(let seconds)? = current { usleep(UInt32(seconds * 1_000_000)) }
+    }
+
+    /// The `pauseWhileFinishing` hook: waits its seconds.
+    public static func pauseIfWhileFinishing() {
+        if case .pauseWhileFinishing(let seconds)? = current { usleep(UInt32(seconds * 1_000_000)) }
     }
 
     public static func stallForever() -> Never {

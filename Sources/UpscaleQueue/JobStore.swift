@@ -125,6 +125,8 @@ public protocol JobStore: AnyObject {
     func requeueAbandoned(id: Int64?, now: Double) throws -> Int
     func job(id: Int64) throws -> JobRecord?
     func list() throws -> [JobRecord]
+    /// The jobs in `state`, by id (an index lookup, cheap to ask often).
+    func jobs(in state: JobState) throws -> [JobRecord]
     /// Failed (and cancelled) jobs of these sources, or all when empty, are queued again.
     func retry(sources: [String], now: Double) throws -> Int
     /// Queued and running jobs of these sources become cancelled.

@@ -301,6 +301,10 @@ public final class SQLiteJobStore: JobStore {
         try locked { try db.query("SELECT * FROM jobs ORDER BY id").map(Self.record) }
     }
 
+    public func jobs(in state: JobState) throws -> [JobRecord] {
+        try locked { try db.query("SELECT * FROM jobs WHERE state = ? ORDER BY id", [state.rawValue]).map(Self.record) }
+    }
+
     /// Every job without its encode options (`settings` empty): for views that show the queue
     /// (decoding each job's options was a fifth of a 10,000-job dashboard reading).
     public func listForDisplay() throws -> [JobRecord] {

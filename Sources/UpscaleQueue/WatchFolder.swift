@@ -29,12 +29,25 @@ public struct WatchFolder: Sendable {
     }
 
     /// `relative` of an existing file's path, also where it reaches the folder by another way
-    /// than `root` does (through a symbolic link to the folder, or by its real path where `root`
-    /// is such a link): then both with their links resolved.
+    /// than `root` does (through a symbolic link to the folder, by its real path where `root`
+    /// is such a link, or through another mount of it): the rest of the path below the first
+    /// folder above the file that is the root folder itself (the same device and inode).
+    /// Links below that folder (`Upscaled/` on another disk) are not resolved.
     public func relativeAnyWay(_ path: String) -> String? {
         if let found = relative(path) { return found }
-        let real = WatchFolder(root: URL(fileURLWithPath: root).resolvingSymlinksInPath().path)
-        return real.relative(URL(fileURLWithPath: path).resolvingSymlinksInPath().path)
+        var target = stat()
+        guard stat(root, &target) == 0 else { return nil }
+        var folder = URL(fileURLWithPath: path).standardizedFileURL
+        var rest: [String] = []
+        while folder.path != "/" {
+            rest.insert(folder.lastPathComponent, at: 0)
+            folder.deleteLastPathComponent()
+            var info = stat()
+            if stat(folder.path, &info) == 0 && info.st_dev == target.st_dev && info.st_ino == target.st_ino {
+                return rest.joined(separator: "/")
+            }
+        }
+        return nil
     }
 
     /// The folder under `base` that mirrors where `relative` sits in the inbox:

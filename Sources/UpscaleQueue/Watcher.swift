@@ -151,13 +151,8 @@ public final class Watcher: @unchecked Sendable {
                 // While files are settling, look again sooner (a settle time under the poll interval is honoured).
                 let rescan = settler.pending > 0 ? max(0.1, min(config.poll, config.settle / 2)) : config.poll
                 if now - lastRescan >= rescan {
-                    // Runs that ended before this look (a run takes its job's id out only once it is done with it).
-                    let held = Set(lock.withLock { running.values.map(\.claim.job.id) })
                     try scan(now: now)
-                    // A job its run left "finishing" (a write after its output was checked failed,
-                    // the disk full) is finished as at a start: it stayed so until the next start,
-                    // its file was not taken again, and a `--once` run never ended.
-                    try recoverFinishing(sparing: held)
+                    recoverLeftFinishing()
                     lastRescan = now
                     // A paused queue gave no sign: files were queued and nothing started.
                     let paused = try store.isPaused()
@@ -414,10 +409,21 @@ public final class Watcher: @unchecked Sendable {
 
     func log(_ text: String) { say(text) }
 
+    /// A job its run left "finishing" (a write after its output was checked failed, the disk
+    /// full) is finished as at a start, at each look at the folder: it stayed so until the
+    /// next start, its file was not taken again, and a `--once` run never ended. Jobs still
+    /// running are spared (their ids read first: a run takes its job out once done with it).
+    /// A store that cannot be written yet is tried again at the next look (thrown, it ended a
+    /// `--once` run without waiting for its running jobs).
+    private func recoverLeftFinishing() {
+        let held = Set(lock.withLock { running.values.map(\.claim.job.id) })
+        try? recoverFinishing(sparing: held)
+    }
+
     /// Jobs whose child succeeded but whose finish (check, move of the original) was cut
     /// short by a crash: finished now from what the store recorded.
     private func recoverFinishing(sparing held: Set<Int64> = []) throws {
-        for job in try store.list() where job.state == .finishing && !held.contains(job.id) {
+        for job in try store.jobs(in: .finishing) where !held.contains(job.id) {
             let source = config.folder.path(job.source)
             let now = Date().timeIntervalSince1970
             if let file = Self.file(source), file.size != job.size || file.modified != job.modified {
@@ -429,7 +435,10 @@ public final class Watcher: @unchecked Sendable {
                 continue
             }
             if FileManager.default.fileExists(atPath: source) {
-                guard let output = job.output, (try? Self.check(output: config.folder.path(output), source: source, planned: nil, frames: nil)) != nil else {
+                // (Its planned size, stored with its run's last writes: an output of another size
+                // failed its check; without it, one that could not be moved aside was kept.)
+                let planned = job.outputWidth.flatMap { w in job.outputHeight.map { (width: w, height: $0) } }
+                guard let output = job.output, (try? Self.check(output: config.folder.path(output), source: source, planned: planned, frames: nil)) != nil else {
                     // No finished output to keep: run the job again (a partial one is moved aside, never used).
                     if let output = job.output, FileManager.default.fileExists(atPath: config.folder.path(output)) {
                         _ = try? SafeFiles.move(config.folder.path(output), into: config.folder.failed)
@@ -885,6 +894,7 @@ final class RunningJob: @unchecked Sendable {
         }
         try? store.setPlan(id: job.id, width: planned.width, height: planned.height, frames: written)
         if TestHook.current == .crashWhileFinishing { kill(getpid(), SIGKILL) }
+        TestHook.pauseIfWhileFinishing()
         // Replaced while it was upscaled (saved under a temporary name, then renamed over it, as
         // rsync and editors do): the job read the version queued to the end, and the new one was
         // moved out as done, never upscaled. The output stays (it is of the version queued) and

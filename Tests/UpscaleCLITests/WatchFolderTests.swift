@@ -387,11 +387,15 @@ final class WatchFolderTests: XCTestCase {
     }
 
     /// The same with the killed watcher started through a symbolic link to the folder and the
-    /// next one on its real path: the output the child recorded (by the link's path) is found.
-    /// The job was run again beside it ("a Upscaled 2.mp4").
+    /// next one on its real path, and Upscaled/ a link to a folder elsewhere (another disk):
+    /// the output the child recorded (by the link's path) is found. The job was run again
+    /// beside it ("a Upscaled 2.mp4").
     func testAnOutputPlacedThroughALinkToTheFolderIsFoundByTheNextWatcher() throws {
         let link = inbox.deletingLastPathComponent().appendingPathComponent("Link to Inbox")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: inbox)
+        let elsewhere = inbox.deletingLastPathComponent().appendingPathComponent("Elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: inbox.appendingPathComponent("Upscaled"), withDestinationURL: elsewhere)
         let child = try killWatcherWhileItsJobPlaces(pause: ":3", through: link.path)
         let run = try watchOnceLogged([])
         XCTAssertEqual(run.status, 0, run.stderr)
@@ -474,12 +478,13 @@ final class WatchFolderTests: XCTestCase {
     /// Job 1 put back as a run leaves it when its last writes fail (the store's disk full) after
     /// its output was checked: "finishing", its output in place, its original (from
     /// Originals/, as `change` leaves it) back in the folder.
-    private func leaveJobFinishing(change: (URL) throws -> Void = { _ in }) throws {
+    /// With `width`, the planned output width its run stored is that.
+    private func leaveJobFinishing(width: Int? = nil, change: (URL) throws -> Void = { _ in }) throws {
         let original = inbox.appendingPathComponent("a.mp4")
         try FileManager.default.moveItem(at: inbox.appendingPathComponent("Originals/a.mp4"), to: original)
         try change(original)
         try SQLiteDatabase(path: WatchFolder(root: inbox.path).storePath)
-            .execute("UPDATE jobs SET state = 'finishing', output = 'Upscaled/a Upscaled.mp4', lease_expires = NULL WHERE id = 1")
+            .execute("UPDATE jobs SET state = 'finishing', output = 'Upscaled/a Upscaled.mp4', lease_expires = NULL\(width.map { ", out_width = \($0)" } ?? "") WHERE id = 1")
     }
 
     /// A job its run left "finishing" while the watcher runs is finished at the watcher's next
@@ -506,6 +511,36 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertTrue(watcher.isRunning)
     }
 
+    /// A job "finishing" in its run (held there 3 s by the hook, its output placed and recorded,
+    /// not checked yet) is its run's: the main loop's look for jobs left so passes it by, and
+    /// the run finishes it once. Finished by both, its original was moved by one and found gone
+    /// by the other.
+    func testAJobFinishingInItsRunIsLeftToIt() throws {
+        try drop(Self.clip, as: "a.mp4")
+        let log = inbox.deletingLastPathComponent().appendingPathComponent("watch.log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = try FileHandle(forWritingTo: log)
+        let watcher = Process()
+        watcher.executableURL = CLITests.binary
+        watcher.arguments = ["watch", inbox.path, "--settle", "0.3"] + Self.encode
+        watcher.environment = ProcessInfo.processInfo.environment.merging(["UPSCALE_TEST_HOOK": "pause-while-finishing:3"]) { $1 }
+        watcher.standardOutput = output
+        watcher.standardError = output
+        try watcher.run()
+        defer {
+            kill(watcher.processIdentifier, SIGTERM)
+            watcher.waitUntilExit()
+        }
+        try waitFor("the job to be finishing") { try listing().jobs.first?.state == "finishing" }
+        try waitFor("the job to be done", timeout: 30) { try listing().jobs.first?.state == "done" }
+        Thread.sleep(forTimeInterval: 0.5)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        XCTAssertFalse(text.contains("recovered job"), text)
+        XCTAssertTrue(text.contains("done 'a.mp4'"), text)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
+    }
+
     /// Such a job whose file changed meanwhile (replaced while it was upscaled), found at a
     /// start: the output stays (it is of the version queued) and the file runs again as it is
     /// now. It was moved to Originals/ as done, never upscaled.
@@ -520,6 +555,22 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Upscaled"), ["a Upscaled 2.mp4", "a Upscaled.mp4"])
         XCTAssertEqual(files("Originals"), ["a.mp4"])
         XCTAssertEqual(try Data(contentsOf: inbox.appendingPathComponent("Originals/a.mp4")), replacement)
+        XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
+    }
+
+    /// Such a job whose output is not of the planned size its run stored, found at a start: the
+    /// output goes to Failed/ and the job runs again. The size was not checked there, so an
+    /// output whose failed check could not be recorded (nor itself moved aside) was kept.
+    func testAJobLeftFinishingWithAnOutputOfAnotherSizeRunsAgain() throws {
+        try drop(Self.clip, as: "a.mp4")
+        XCTAssertEqual(try watchOnce(Self.encode).status, 0)
+        try leaveJobFinishing(width: 130)
+        let run = try watchOnceLogged(Self.encode)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("was interrupted while finishing; it runs again"), run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Failed"), ["a Upscaled.mp4"])
+        XCTAssertEqual(files("Originals"), ["a.mp4"])
         XCTAssertEqual(try listing().jobs.map(\.state), ["done"])
     }
 
