@@ -447,6 +447,9 @@ public final class Watcher: @unchecked Sendable {
                     say("job \(job.id) ('\(job.source)') was interrupted while finishing; it runs again")
                     continue
                 }
+                // A chunked job's child killed after its join placed the output (stuck, ended by
+                // this watcher's start) left its chunks, hidden under Upscaled/ for good.
+                ChunkedJob.removeLeftWork(for: config.folder.path(output))
                 do {
                     let moved = try SafeFiles.move(source, into: config.folder.mirror(config.folder.originals, of: job.source))
                     say("recovered job \(job.id): '\(output)' checked, original moved to '\(moved)'")

@@ -598,6 +598,26 @@ final class WatchFolderTests: XCTestCase {
         XCTAssertEqual(files("Originals"), [])
     }
 
+    /// A chunked job's child stuck once its output is in place (the hook holds it after its
+    /// join) when its watcher is killed: the next watcher ends it, finishes the job from the
+    /// output the child recorded as placed, and removes its chunks, which stayed hidden under
+    /// Upscaled/ for good.
+    func testAStuckChildOfAKilledWatcherThatPlacedItsOutputLeavesNoChunks() throws {
+        let (watcher, work) = try watchChunkedJob(environment: ["UPSCALE_TEST_HOOK": "stall-after-join"])
+        try waitFor("the output to be placed") { files("Upscaled").contains("long Upscaled.mkv") }
+        kill(watcher.processIdentifier, SIGKILL)
+        watcher.waitUntilExit()
+        let run = try DamageRun.run("/bin/sh", ["-c", "exec \"$0\" \"$@\" 1>&2", CLITests.binary.path, "watch", inbox.path, "--once", "--settle", "0.3"],
+                                    timeout: 120, environment: ["UPSCALE_WATCH_ORPHAN_SECONDS": "1"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("recovered job 1"), run.stderr)
+        XCTAssertEqual(files("Upscaled"), ["long Upscaled.mkv"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path))
+        XCTAssertEqual(files("Originals"), ["long.mp4"])
+        XCTAssertEqual(try listing().jobs.map(\.attempts), [1])
+        XCTAssertEqual(try frames(inbox.appendingPathComponent("Upscaled/long Upscaled.mkv")), try frames(Self.chunkedClip))
+    }
+
     /// A job's child that stops answering once its output is in place (the hook holds it after
     /// its join) is killed as stalled, and the job is finished from that output: done, run
     /// once, its one output whole, the original in Originals/, no chunks left. It was run
