@@ -59,12 +59,11 @@ public enum QueueActions {
                 unlink(WatchFolder.errorNote(for: folder.path(moved)))
                 source = folder.relative(back) ?? back
             }
-            var info = stat()
-            guard stat(folder.path(source), &info) == 0 else {
+            guard let file = WatchFolder.stamp(of: folder.path(source)) else {
                 gone.append(source)
                 continue
             }
-            if try store.requeueFailed(id: job.id, source: source, size: Int64(info.st_size), modified: info.modificationTime, now: now) {
+            if try store.requeueFailed(id: job.id, source: source, size: file.size, modified: file.modified, now: now) {
                 queued.append(source)
             }
         }

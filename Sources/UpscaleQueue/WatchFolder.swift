@@ -28,6 +28,13 @@ public struct WatchFolder: Sendable {
         path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : nil
     }
 
+    /// A file's size and modification time as the store keeps them (nil when it is gone).
+    public static func stamp(of path: String) -> (size: Int64, modified: Double)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (Int64(info.st_size), info.modificationTime)
+    }
+
     /// `relative` of an existing file's path, also where it reaches the folder by another way
     /// than `root` does (through a symbolic link to the folder, by its real path where `root`
     /// is such a link, or through another mount of it): the rest of the path below the first

@@ -426,7 +426,8 @@ public final class Watcher: @unchecked Sendable {
         for job in try store.jobs(in: .finishing) where !held.contains(job.id) {
             let source = config.folder.path(job.source)
             let now = Date().timeIntervalSince1970
-            if let file = Self.file(source), file.size != job.size || file.modified != job.modified {
+            let file = WatchFolder.stamp(of: source)
+            if let file, file.size != job.size || file.modified != job.modified {
                 // Replaced while it was upscaled (as `finishSucceeded` finds it): the output, of the
                 // version queued, stays, and the file runs again as it is now. It was moved to
                 // Originals/ as done, never upscaled.
@@ -434,7 +435,7 @@ public final class Watcher: @unchecked Sendable {
                 say("job \(job.id) ('\(job.source)') was interrupted while finishing, and its file has changed since it was queued; it runs again")
                 continue
             }
-            if FileManager.default.fileExists(atPath: source) {
+            if file != nil {
                 // (Its planned size, stored with its run's last writes: an output of another size
                 // failed its check; without it, one that could not be moved aside was kept.)
                 let planned = job.outputWidth.flatMap { w in job.outputHeight.map { (width: w, height: $0) } }
@@ -462,13 +463,6 @@ public final class Watcher: @unchecked Sendable {
             }
             try store.finish(id: job.id, now: now)
         }
-    }
-
-    /// A file's size and modification time as the store keeps them (nil when it is gone).
-    static func file(_ path: String) -> (size: Int64, modified: Double)? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return (Int64(info.st_size), info.modificationTime)
     }
 
     /// The output opens, has the planned picture size, as many frames as the job wrote, and
@@ -1002,7 +996,7 @@ final class RunningJob: @unchecked Sendable {
 
     /// The job's file's size and modification time now (nil when it is gone).
     private func currentFile() -> (size: Int64, modified: Double)? {
-        Watcher.file(config.folder.path(claim.job.source))
+        WatchFolder.stamp(of: config.folder.path(claim.job.source))
     }
 
     /// The original could not be moved out: it stays, and is not taken again unless it changes
